@@ -1,0 +1,51 @@
+# aclgate — the two commands a newcomer needs are `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+# Re-install whenever the dependency list changes.
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: run test lint format bench bench-authz kafka-jars kafka-up kafka-down clean help
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[demo]'
+	@touch $@
+
+$(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[demo,test,pipeline,dev]'
+	@touch $@
+
+run: $(DEMO_STAMP)  ## start an embedded broker with aclgate in front of it (Ctrl-C stops both)
+	$(VENV)/bin/aclgate demo
+
+test: $(TEST_STAMP) kafka-jars  ## install everything and run the whole test suite
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: $(TEST_STAMP)  ## ruff format check + lint
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+format: $(TEST_STAMP)  ## ruff format + autofix
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(TEST_STAMP)  ## latency: direct vs bare relay vs aclgate (writes bench/results/)
+	$(PY) -m bench.latency
+
+bench-authz: $(TEST_STAMP)  ## authorizer µs/call and load time (writes bench/results/)
+	$(PY) -m bench.authz
+
+kafka-jars:  ## fetch Apache Kafka from Maven Central into tests/kafka/lib (cached)
+	@if [ -f tests/kafka/pom.xml ]; then $(MAKE) -s -C tests/kafka jars; fi
+
+clean:  ## remove the venv and caches
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache tests/kafka/lib

@@ -1,0 +1,1 @@
+"""Development PKI: a CA plus server and client certificates for TLS and mTLS tests and demos."""
