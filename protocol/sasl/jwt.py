@@ -1,0 +1,357 @@
+"""JWT (JWS compact) validation against a local JWKS, as Kafka's broker-side OAuth validator
+(ValidatorAccessTokenValidator on jose4j) does it.
+
+Checks: structure, `alg` from an allow-list (never `none`, never HMAC: a JWKS holds public
+keys), `crit` refused, key chosen by `kid`/`kty`/`alg`/`use`, signature, required `exp` and
+`iat`, `exp`/`nbf` with clock skew, `aud` and `iss` when configured, the principal claim
+(default `sub`) and the scope claim. The current time is a parameter: nothing here reads a
+clock or a file.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+__all__ = ["Jwk", "Jwks", "JwtValidationError", "JwtValidator", "OAuthBearerToken"]
+
+_HASHES = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
+_EC_CURVES = {
+    "ES256": ("P-256", ec.SECP256R1),
+    "ES384": ("P-384", ec.SECP384R1),
+    "ES512": ("P-521", ec.SECP521R1),
+}
+SUPPORTED_ALGORITHMS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
+)
+MIN_RSA_BITS = 2048  # jose4j refuses smaller RSA keys
+
+
+class JwtValidationError(ValueError):
+    """The token is not acceptable; the message is for the server's log only."""
+
+
+def b64url_decode(text: str) -> bytes:
+    """Strict base64url without padding, as JWS requires."""
+    if not text or "=" in text or not text.isascii():
+        raise JwtValidationError("invalid base64url section")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise JwtValidationError("invalid base64url section") from None
+
+
+def _b64url_int(text: Any, what: str) -> int:
+    if not isinstance(text, str):
+        raise ValueError(f"JWK member {what!r} must be a string")
+    try:
+        return int.from_bytes(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), "big")
+    except (binascii.Error, ValueError):
+        raise ValueError(f"JWK member {what!r} is not base64url") from None
+
+
+@dataclass(frozen=True)
+class Jwk:
+    """One usable public key from a JWKS."""
+
+    kty: str  # "RSA" or "EC"
+    key: rsa.RSAPublicKey | ec.EllipticCurvePublicKey
+    kid: str | None = None
+    alg: str | None = None
+    use: str | None = None
+    crv: str | None = None
+
+    def accepts(self, alg: str) -> bool:
+        if self.use not in (None, "sig"):
+            return False
+        if self.alg is not None and self.alg != alg:
+            return False
+        if alg.startswith(("RS", "PS")):
+            return self.kty == "RSA"
+        if alg in _EC_CURVES:
+            return self.kty == "EC" and self.crv == _EC_CURVES[alg][0]
+        return False
+
+
+@dataclass(frozen=True)
+class Jwks:
+    """A JSON Web Key Set; keys of other types (oct, OKP, ...) are skipped."""
+
+    keys: tuple[Jwk, ...]
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Jwks:
+        """Parse a JWKS document (`{"keys": [...]}`); raises ValueError with the reason."""
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"JWKS is not valid JSON: {e}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
+            raise ValueError('JWKS must be a JSON object with a "keys" array')
+        keys = []
+        for i, obj in enumerate(doc["keys"]):
+            if not isinstance(obj, dict):
+                raise ValueError(f"JWKS key #{i} is not an object")
+            try:
+                jwk = _parse_jwk(obj)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"JWKS key #{i} ({obj.get('kid', 'no kid')}): {e}") from None
+            if jwk is not None:
+                keys.append(jwk)
+        return cls(tuple(keys))
+
+
+def _parse_jwk(obj: Mapping[str, Any]) -> Jwk | None:
+    kty = obj.get("kty")
+    common = {
+        "kid": obj.get("kid") if isinstance(obj.get("kid"), str) else None,
+        "alg": obj.get("alg") if isinstance(obj.get("alg"), str) else None,
+        "use": obj.get("use") if isinstance(obj.get("use"), str) else None,
+    }
+    if kty == "RSA":
+        numbers = rsa.RSAPublicNumbers(
+            _b64url_int(obj.get("e"), "e"), _b64url_int(obj.get("n"), "n")
+        )
+        key = numbers.public_key()
+        if key.key_size < MIN_RSA_BITS:
+            raise ValueError(
+                f"RSA key of {key.key_size} bits is too small (minimum {MIN_RSA_BITS})"
+            )
+        return Jwk("RSA", key, **common)
+    if kty == "EC":
+        crv = obj.get("crv")
+        curves = {name: curve for name, curve in _EC_CURVES.values()}
+        if crv not in curves:
+            raise ValueError(f"unsupported EC curve {crv!r}")
+        numbers = ec.EllipticCurvePublicNumbers(
+            _b64url_int(obj.get("x"), "x"), _b64url_int(obj.get("y"), "y"), curves[crv]()
+        )
+        return Jwk("EC", numbers.public_key(), crv=crv, **common)
+    return None
+
+
+@dataclass(frozen=True)
+class OAuthBearerToken:
+    """A validated token (Kafka's BasicOAuthBearerToken)."""
+
+    value: str
+    principal_name: str
+    lifetime_ms: int  # the `exp` claim in epoch milliseconds
+    start_time_ms: int | None  # `iat`
+    scope: frozenset[str] = frozenset()
+    claims: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+def _numeric_date(claims: Mapping[str, Any], name: str) -> float | None:
+    value = claims.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise JwtValidationError(f"Could not extract the '{name}' claim from the access token")
+    return float(value)
+
+
+def _claim_string(name: str, value: Any) -> str:
+    # ClaimValidationUtils.validateString
+    if value is None:
+        raise JwtValidationError(f"{name} value must be non-null")
+    if not isinstance(value, str):
+        raise JwtValidationError(f"Could not extract the '{name}' claim from the access token")
+    if not value:
+        raise JwtValidationError(f"{name} value must be non-empty")
+    value = value.strip()
+    if not value:
+        raise JwtValidationError(f"{name} value must not contain only whitespace")
+    return value
+
+
+class JwtValidator:
+    """Validates bearer tokens; configured like Kafka's `sasl.oauthbearer.*` broker settings."""
+
+    def __init__(
+        self,
+        jwks: Jwks,
+        *,
+        expected_audiences: Iterable[str] | None = None,
+        expected_issuer: str | None = None,
+        clock_skew_seconds: int = 30,
+        principal_claim: str = "sub",
+        scope_claim: str = "scope",
+        algorithms: Iterable[str] = SUPPORTED_ALGORITHMS,
+    ) -> None:
+        self.jwks = jwks
+        self.audiences = frozenset(expected_audiences or ())
+        self.issuer = expected_issuer
+        self.clock_skew_seconds = clock_skew_seconds
+        self.principal_claim = principal_claim
+        self.scope_claim = scope_claim
+        self.algorithms = frozenset(algorithms) & SUPPORTED_ALGORITHMS
+
+    def validate(self, token: str, now_ms: int) -> OAuthBearerToken:
+        """Return the validated token or raise JwtValidationError."""
+        token = token.strip()
+        if not token:
+            raise JwtValidationError(
+                "Empty JWT provided; expected three sections (header, payload, and signature)"
+            )
+        sections = token.split(".")
+        if len(sections) != 3:
+            raise JwtValidationError(
+                "Malformed JWT provided; expected three sections (header, payload, and "
+                f"signature), but {len(sections)} sections provided"
+            )
+        for part, name in zip(sections, ("header", "payload", "signature"), strict=True):
+            if not part.strip():
+                raise JwtValidationError(
+                    "Malformed JWT provided; expected at least three sections (header, payload, "
+                    f"and signature), but {name} section missing"
+                )
+        header = self._json_object(sections[0], "header")
+        claims = self._json_object(sections[1], "payload")
+        self._verify_signature(header, sections, b64url_decode(sections[2]))
+        return self._check_claims(token, claims, now_ms)
+
+    @staticmethod
+    def _json_object(section: str, what: str) -> dict[str, Any]:
+        try:
+            obj = json.loads(b64url_decode(section))
+        except (ValueError, UnicodeDecodeError):
+            raise JwtValidationError(
+                f"Could not validate the access token: invalid JSON {what}"
+            ) from None
+        if not isinstance(obj, dict):
+            raise JwtValidationError(
+                f"Could not validate the access token: {what} is not a JSON object"
+            )
+        return obj
+
+    def _verify_signature(self, header: Mapping[str, Any], sections: list[str], sig: bytes) -> None:
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg.lower() == "none":
+            raise JwtValidationError(
+                "Could not validate the access token: 'none' is not an allowed algorithm"
+            )
+        if alg not in self.algorithms:
+            raise JwtValidationError(
+                f"Could not validate the access token: algorithm {alg!r} is not allowed"
+            )
+        if "crit" in header:
+            raise JwtValidationError(
+                "Could not validate the access token: unrecognized critical headers"
+            )
+        kid = header.get("kid")
+        candidates = [k for k in self.jwks.keys if k.accepts(alg) and (kid is None or k.kid == kid)]
+        if len(candidates) != 1:
+            raise JwtValidationError(
+                f"Could not validate the access token: unable to find a suitable verification key "
+                f"for kid={kid!r} alg={alg} ({len(candidates)} candidates)"
+            )
+        key = candidates[0].key
+        signing_input = f"{sections[0]}.{sections[1]}".encode("ascii")
+        digest = _HASHES[alg[2:]]()
+        try:
+            if alg.startswith("RS"):
+                assert isinstance(key, rsa.RSAPublicKey)
+                key.verify(sig, signing_input, padding.PKCS1v15(), digest)
+            elif alg.startswith("PS"):
+                assert isinstance(key, rsa.RSAPublicKey)
+                pss = padding.PSS(mgf=padding.MGF1(digest), salt_length=digest.digest_size)
+                key.verify(sig, signing_input, pss, digest)
+            else:
+                assert isinstance(key, ec.EllipticCurvePublicKey)
+                size = (key.curve.key_size + 7) // 8
+                if len(sig) != 2 * size:
+                    raise InvalidSignature
+                r, s = int.from_bytes(sig[:size], "big"), int.from_bytes(sig[size:], "big")
+                key.verify(encode_dss_signature(r, s), signing_input, ec.ECDSA(digest))
+        except InvalidSignature:
+            raise JwtValidationError(
+                "Could not validate the access token: JWS signature is invalid"
+            ) from None
+
+    def _check_claims(self, token: str, claims: Mapping[str, Any], now_ms: int) -> OAuthBearerToken:
+        now = now_ms / 1000.0
+        skew = self.clock_skew_seconds
+        exp = _numeric_date(claims, "exp")
+        if exp is None:
+            raise JwtValidationError(
+                "Could not validate the access token: No Expiration Time (exp) claim present."
+            )
+        iat = _numeric_date(claims, "iat")
+        if iat is None:
+            raise JwtValidationError(
+                "Could not validate the access token: No Issued At (iat) claim present."
+            )
+        if now >= exp + skew:
+            raise JwtValidationError(
+                f"Could not validate the access token: The JWT is no longer valid - the evaluation "
+                f"time {now:.0f} is on or after the Expiration Time (exp={exp:.0f}) claim value "
+                f"(even when providing {skew} seconds of leeway to account for clock skew)."
+            )
+        nbf = _numeric_date(claims, "nbf")
+        if nbf is not None and now + skew < nbf:
+            raise JwtValidationError(
+                f"Could not validate the access token: The JWT is not yet valid as the evaluation "
+                f"time {now:.0f} is before the Not Before (nbf={nbf:.0f}) claim time (even when "
+                f"providing {skew} seconds of leeway to account for clock skew)."
+            )
+        if self.issuer is not None and claims.get("iss") != self.issuer:
+            raise JwtValidationError(
+                f"Could not validate the access token: Issuer (iss) claim value "
+                f"({claims.get('iss')}) doesn't match expected value of {self.issuer}"
+            )
+        if self.audiences:
+            aud = claims.get("aud")
+            auds = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else None
+            if auds is None:
+                raise JwtValidationError(
+                    "Could not validate the access token: No Audience (aud) claim present."
+                )
+            if not any(isinstance(a, str) and a in self.audiences for a in auds):
+                raise JwtValidationError(
+                    f"Could not validate the access token: Audience (aud) claim {auds} doesn't "
+                    f"contain an acceptable identifier. Expected one of {sorted(self.audiences)} as an aud value."
+                )
+        raw_scope = claims.get(self.scope_claim)
+        scope_items = (
+            [raw_scope]
+            if isinstance(raw_scope, str)
+            else raw_scope
+            if isinstance(raw_scope, list)
+            else []
+        )
+        scopes: set[str] = set()
+        for item in scope_items:
+            value = _claim_string(self.scope_claim, item)
+            if value in scopes:
+                raise JwtValidationError(
+                    f"{self.scope_claim} value must not contain duplicates - {value} already present"
+                )
+            scopes.add(value)
+        if exp < 0:
+            raise JwtValidationError(
+                f'exp value must be non-negative; value given was "{int(exp * 1000)}"'
+            )
+        if iat < 0:
+            raise JwtValidationError(
+                f'iat value must be null or non-negative; value given was "{int(iat * 1000)}"'
+            )
+        principal = _claim_string(self.principal_claim, claims.get(self.principal_claim))
+        return OAuthBearerToken(
+            value=token,
+            principal_name=principal,
+            lifetime_ms=int(exp * 1000),
+            start_time_ms=int(iat * 1000),
+            scope=frozenset(scopes),
+            claims=dict(claims),
+        )
