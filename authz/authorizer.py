@@ -1,0 +1,294 @@
+"""The authorizer the proxy calls for every resource of every request.
+
+Semantics are Kafka's StandardAuthorizer (authorization.md §3), except the recorded project
+decision §3.9: a LITERAL `*` ACL matches every name, also names starting with `*`.
+
+Reads are lock-free: a decision reads one immutable Snapshot (index + its decision cache).
+Writers (`load`, `update`) serialise on a lock, build the next snapshot off to the side and
+publish it with one assignment, so readers on other threads never see half a batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from authz import byresourcetype
+from authz.decision import (
+    NO_ACL_ALLOW,
+    NO_ACL_DENY,
+    RULE_ACL,
+    RULE_DEFAULT_DENY,
+    RULE_NO_ACL_DEFAULT,
+    RULE_SUPER_USER,
+    SUPER_USER,
+    Decision,
+)
+from authz.model import (
+    FILTER_ONLY_TYPES,
+    SUPPORTED_OPERATIONS,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    InvalidAclError,
+    PatternType,
+    ResourceType,
+    parse_principal,
+)
+from authz.snapshot import Snapshot
+
+__all__ = [
+    "RULE_ACL",
+    "RULE_DEFAULT_DENY",
+    "RULE_NO_ACL_DEFAULT",
+    "RULE_SUPER_USER",
+    "Authorizer",
+    "AuthorizerNotReadyError",
+    "Decision",
+    "parse_allow_everyone",
+    "parse_super_users",
+]
+
+
+class AuthorizerNotReadyError(Exception):
+    """No ACLs loaded yet; Kafka's AuthorizerNotReadyException (UNKNOWN_SERVER_ERROR on the wire)."""
+
+
+def parse_super_users(value: str | None) -> list[str]:
+    """KRaft's `super.users`: split on `;`, trim, skip empty elements, each must be `type:name`
+    (test A1). Returned in the given order, without duplicates."""
+    users: list[str] = []
+    for part in (value or "").split(";"):
+        user = part.strip()
+        if user:
+            parse_principal(user)
+            if user not in users:
+                users.append(user)
+    return users
+
+
+def parse_allow_everyone(value: str | None) -> bool:
+    """KRaft's `allow.everyone.if.no.acl.found`: Java Boolean.parseBoolean of the trimmed value."""
+    return (value or "").strip().lower() == "true"
+
+
+def _check_indexable(b: AclBinding) -> None:
+    """What the index needs to be well-defined. Kafka's create-time validation (empty names,
+    cluster name, principal format) is AclBinding.validate(), applied where ACLs are created;
+    like StandardAuthorizer.addAcl, the authorizer itself accepts what it is given."""
+    if (
+        b.resource_type in FILTER_ONLY_TYPES
+        or b.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED)
+        or b.operation <= AclOperation.ANY
+        or b.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY)
+    ):
+        raise ValueError(f"not a storable ACL: {b}")
+
+
+def _checked(bindings: Iterable[AclBinding]) -> list[AclBinding]:
+    out = list(bindings)
+    for b in out:
+        _check_indexable(b)
+    return out
+
+
+class Authorizer:
+    """ACL decisions with Kafka's semantics; see the module docstring for threading."""
+
+    def __init__(
+        self,
+        super_users: Iterable[str] = (),
+        allow_everyone_if_no_acl_found: bool = False,
+        cache_size: int = 100_000,
+    ) -> None:
+        self._super_users = frozenset(super_users)
+        for user in self._super_users:
+            parse_principal(user)
+        self._no_acl = NO_ACL_ALLOW if allow_everyone_if_no_acl_found else NO_ACL_DENY
+        self._cache_size = cache_size
+        self._snap: Snapshot | None = None
+        self._write_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ configuration / state
+
+    @property
+    def super_users(self) -> frozenset[str]:
+        return self._super_users
+
+    @property
+    def allow_everyone_if_no_acl_found(self) -> bool:
+        return self._no_acl.allowed
+
+    @property
+    def ready(self) -> bool:
+        """True once the first `load()` (or `update()`) has happened."""
+        return self._snap is not None
+
+    @property
+    def version(self) -> int:
+        """Bumps on every change of the ACL set; 0 before the first load."""
+        snap = self._snap
+        return snap.version if snap is not None else 0
+
+    def acl_count(self) -> int:
+        snap = self._snap
+        return snap.count if snap is not None else 0
+
+    # ------------------------------------------------------------------ decisions
+
+    def authorize(
+        self,
+        principal: str,
+        host: str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        resource_name: str,
+    ) -> Decision:
+        """Decide one action on a LITERAL resource name (queries are names, never patterns).
+
+        `host` is the client IP as Java formats it (authorization.md §2.6). Raises
+        AuthorizerNotReadyError for everyone but super users until the first load.
+        """
+        if principal in self._super_users:
+            return SUPER_USER
+        snap = self._snap
+        if snap is None:
+            raise AuthorizerNotReadyError("The authorizer has not loaded its ACLs yet.")
+        key = (principal, host, operation, resource_type, resource_name)
+        cache = snap.cache
+        decision = cache.get(key)
+        if decision is None:
+            index = snap.types.get(resource_type)
+            if index is None:
+                decision = self._no_acl
+            else:
+                decision = index.decide(principal, host, operation, resource_name, self._no_acl)
+            cache.put(key, decision)
+        return decision
+
+    def authorize_by_resource_type(
+        self,
+        principal: str,
+        host: str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> Decision:
+        """KIP-679: may the caller do `operation` on at least one resource of the type?
+        Kafka's default-interface algorithm (§5.1), which KRaft uses."""
+        if resource_type == ResourceType.ANY:
+            raise ValueError("Must specify a non-filter resource type for authorizeByResourceType")
+        if resource_type == ResourceType.UNKNOWN:
+            raise ValueError("Unknown resource type")
+        if operation == AclOperation.ANY:
+            raise ValueError("Must specify a non-filter operation type for authorizeByResourceType")
+        if operation == AclOperation.UNKNOWN:
+            raise ValueError("Unknown operation type")
+        if principal in self._super_users:
+            return SUPER_USER
+        snap = self._snap
+        if snap is None:
+            raise AuthorizerNotReadyError("The authorizer has not loaded its ACLs yet.")
+        key = (principal, host, operation, resource_type, None)
+        decision = snap.cache.get(key)
+        if decision is None:
+            decision = byresourcetype.decide(
+                snap.type_groups(resource_type),
+                principal,
+                host,
+                operation,
+                lambda: self.authorize(
+                    principal, host, operation, resource_type, byresourcetype.PROBE_NAME
+                ),
+            )
+            snap.cache.put(key, decision)
+        return decision
+
+    def authorized_operations(
+        self, principal: str, host: str, resource_type: ResourceType, resource_name: str
+    ) -> int:
+        """The 32-bit authorized-operations field: bit `1 << code` per supported, allowed
+        operation of the type (§2.7; ALL is never a bit)."""
+        bits = 0
+        for op in SUPPORTED_OPERATIONS.get(resource_type, ()):
+            if self.authorize(principal, host, op, resource_type, resource_name).allowed:
+                bits |= 1 << op
+        return bits
+
+    # ------------------------------------------------------------------ the ACL set
+
+    def load(self, bindings: Iterable[AclBinding]) -> None:
+        """Replace every ACL with `bindings` (duplicates collapse) and mark the authorizer ready."""
+        checked = _checked(bindings)
+        with self._write_lock:
+            old = self._snap
+            if old is not None and set(checked) == old.binding_set():
+                return
+            version = old.version + 1 if old is not None else 1
+            self._snap = Snapshot.build(checked, version, self._cache_size)
+
+    def update(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None:
+        """One atomic batch: `remove` is applied first, then `add` (so a binding in both ends up
+        present). Readers see the ACL set before or after the whole batch, never in between."""
+        add, remove = _checked(add), list(remove)
+        with self._write_lock:
+            self._apply(remove, add)
+
+    def _apply(self, remove: list[AclBinding], add: list[AclBinding]) -> None:
+        """Publish the next snapshot; the caller holds the write lock."""
+        old = self._snap
+        base = old if old is not None else Snapshot({}, 0, self._cache_size)
+        new = base.apply(remove, add, base.version + 1, self._cache_size)
+        if new is None and old is None:
+            new = Snapshot({}, 1, self._cache_size)
+        if new is not None:
+            self._snap = new
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> list[InvalidAclError | None]:
+        """CreateAcls: validate each binding as Kafka does and add the valid ones in one batch.
+        One result per binding (None = created, or already present)."""
+        results: list[InvalidAclError | None] = []
+        valid = []
+        for b in bindings:
+            try:
+                b.validate()
+            except InvalidAclError as exc:
+                results.append(exc)
+            else:
+                results.append(None)
+                valid.append(b)
+        self.update(add=valid)
+        return results
+
+    def delete_acls(
+        self, filters: Iterable[AclBindingFilter]
+    ) -> list[list[AclBinding] | InvalidAclError]:
+        """DeleteAcls with KRaft semantics (§4.4): every filter reports every ACL it matches,
+        even one another filter also matched; all removals are one atomic batch."""
+        results: list[list[AclBinding] | InvalidAclError] = []
+        with self._write_lock:
+            snap = self._snap
+            current = snap.bindings() if snap is not None else []
+            doomed: dict[AclBinding, None] = {}
+            for f in filters:
+                try:
+                    f.validate()
+                except InvalidAclError as exc:
+                    results.append(exc)
+                    continue
+                matched = [b for b in current if f.matches(b)]
+                doomed.update(dict.fromkeys(matched))
+                results.append(matched)
+            if doomed:
+                self._apply(list(doomed), [])
+        return results
+
+    def acls(self, filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        """ACLs matching `filter` (all when None), from one snapshot, in Kafka's index order."""
+        snap = self._snap
+        if snap is None:
+            return []
+        bindings = snap.bindings()
+        if filter is None or filter == AclBindingFilter.ANY:
+            return list(bindings)
+        return [b for b in bindings if filter.matches(b)]

@@ -1,0 +1,107 @@
+"""A deliberately naive transcription of authorization.md §3.1 (with the §3.9 decision) and
+§5.1, for property tests against the indexed Authorizer. Linear scans, no caching, no cleverness:
+if the two ever disagree, this one is the easier to believe."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from authz.model import (
+    IMPLIED_BY_ALLOW,
+    WILDCARD,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+
+ALLOW = AclPermissionType.ALLOW
+DENY = AclPermissionType.DENY
+
+
+def covers(acl: AclBinding, rtype: ResourceType, name: str) -> bool:
+    """Does the ACL apply to the resource name (§3.3)?"""
+    if acl.resource_type != rtype:
+        return False
+    if acl.pattern_type == PatternType.LITERAL:
+        return acl.resource_name == name or acl.resource_name == WILDCARD
+    return acl.pattern_type == PatternType.PREFIXED and name.startswith(acl.resource_name)
+
+
+def applies(acl: AclBinding, principal: str, host: str) -> bool:
+    return acl.principal in (principal, "User:*") and acl.host in (host, "*")
+
+
+def grants(acl: AclBinding, op: AclOperation) -> bool:
+    implied = {op} | {o for o, implies in IMPLIED_BY_ALLOW.items() if op in implies}
+    return acl.operation in implied or acl.operation == AclOperation.ALL
+
+
+def authorize(
+    acls: Iterable[AclBinding],
+    principal: str,
+    host: str,
+    op: AclOperation,
+    rtype: ResourceType,
+    name: str,
+    super_users: Iterable[str] = (),
+    allow_everyone: bool = False,
+) -> tuple[bool, str]:
+    """(allowed, rule) for one query."""
+    if principal in set(super_users):
+        return True, "SUPER_USER"
+    matching = [a for a in acls if covers(a, rtype, name)]
+    if not matching:
+        return allow_everyone, "NO_ACL_DEFAULT"
+    for a in matching:
+        denies = a.permission_type == DENY and a.operation in (op, AclOperation.ALL)
+        if applies(a, principal, host) and denies:
+            return False, "ACL"
+    for a in matching:
+        if applies(a, principal, host) and a.permission_type == ALLOW and grants(a, op):
+            return True, "ACL"
+    return False, "DEFAULT_DENY"
+
+
+def authorize_by_resource_type(
+    acls: Iterable[AclBinding],
+    principal: str,
+    host: str,
+    op: AclOperation,
+    rtype: ResourceType,
+    super_users: Iterable[str] = (),
+    allow_everyone: bool = False,
+) -> bool:
+    """§5.1, the Authorizer interface's default implementation, line by line."""
+    acls = list(acls)
+    if authorize(acls, principal, host, op, rtype, "hardcode", super_users, allow_everyone)[0]:
+        return True
+    deny = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+    allow = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+    wildcard_allow = False
+    for a in acls:
+        if a.resource_type != rtype:
+            continue
+        if a.host not in (host, "*") or a.principal not in (principal, "User:*"):
+            continue
+        if a.operation not in (op, AclOperation.ALL):
+            continue
+        if a.permission_type == DENY:
+            if a.pattern_type == PatternType.LITERAL and a.resource_name == WILDCARD:
+                return False
+            deny[a.pattern_type].add(a.resource_name)
+        elif a.pattern_type == PatternType.LITERAL and a.resource_name == WILDCARD:
+            wildcard_allow = True
+        else:
+            allow[a.pattern_type].add(a.resource_name)
+    if wildcard_allow:
+        return True
+    for pattern, names in allow.items():
+        for name in names:
+            if pattern == PatternType.LITERAL and name in deny[PatternType.LITERAL]:
+                continue
+            if any(name[:i] in deny[PatternType.PREFIXED] for i in range(1, len(name) + 1)):
+                continue
+            return True
+    return False

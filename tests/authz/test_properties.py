@@ -1,0 +1,170 @@
+"""Property tests: the indexed Authorizer against the brute-force authz.reference, and suite B
+(Kafka's StandardAuthorizerPropertyTest, ported from jqwik to Hypothesis)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from authz import reference
+from authz.authorizer import Authorizer
+from authz.model import SUPPORTED_OPERATIONS, AclBinding, AclOperation
+from tests.authz.helpers import ALLOW, DENY, LIT, PRE, C, G, Op, T, acl, loaded
+
+# Short names over a tiny alphabet, so that names are often prefixes of each other, equal to
+# `*`, or start with `*` (the §3.9 case).
+names = st.text(alphabet="ab*", max_size=4)
+principals = st.sampled_from(["User:a", "User:b", "User:*", "Group:a"])
+hosts = st.sampled_from(["h1", "h2", "*"])
+operations = st.sampled_from([o for o in AclOperation if o > AclOperation.ANY])
+types = st.sampled_from([T, G, C])
+bindings = st.builds(
+    AclBinding,
+    types,
+    names,
+    st.sampled_from([LIT, PRE]),
+    principals,
+    hosts,
+    operations,
+    st.sampled_from([ALLOW, DENY]),
+)
+acl_sets = st.lists(bindings, max_size=25)
+queries = st.tuples(
+    st.sampled_from(["User:a", "User:b", "Group:a", "User:super"]),
+    st.sampled_from(["h1", "h2"]),
+    operations,
+    types,
+    names,
+)
+configs = st.tuples(st.sampled_from([(), ("User:super",)]), st.booleans())
+
+
+def _check_decision(authz: Authorizer, acls, query, config) -> None:
+    principal, host, op, rtype, name = query
+    expected = reference.authorize(acls, principal, host, op, rtype, name, *config)
+    got = authz.authorize(principal, host, op, rtype, name)
+    assert (got.allowed, got.rule) == expected, (query, got)
+    if got.rule == "ACL":
+        deciding = got.acl
+        assert deciding in acls
+        assert reference.covers(deciding, rtype, name)
+        assert reference.applies(deciding, principal, host)
+        if got.allowed:
+            assert deciding.permission_type == ALLOW and reference.grants(deciding, op)
+        else:
+            assert deciding.permission_type == DENY
+            assert deciding.operation in (op, Op.ALL)
+    else:
+        assert got.acl is None
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(acl_sets, st.lists(queries, min_size=1, max_size=20), configs)
+def test_authorize_matches_reference(acls, qs, config):
+    authz = Authorizer(super_users=config[0], allow_everyone_if_no_acl_found=config[1])
+    authz.load(acls)
+    for query in qs:
+        _check_decision(authz, acls, query, config)
+        _check_decision(authz, acls, query, config)  # the cached answer too
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(acl_sets, st.lists(queries, min_size=1, max_size=10), configs)
+def test_by_resource_type_matches_reference(acls, qs, config):
+    authz = Authorizer(super_users=config[0], allow_everyone_if_no_acl_found=config[1])
+    authz.load(acls)
+    for principal, host, op, rtype, _ in qs:
+        expected = reference.authorize_by_resource_type(acls, principal, host, op, rtype, *config)
+        assert authz.authorize_by_resource_type(principal, host, op, rtype).allowed == expected
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(acl_sets, st.lists(queries, min_size=1, max_size=10))
+def test_authorized_operations_matches_reference(acls, qs):
+    authz = loaded(acls)
+    for principal, host, _, rtype, name in qs:
+        expected = sum(
+            1 << o
+            for o in SUPPORTED_OPERATIONS[rtype]
+            if reference.authorize(acls, principal, host, o, rtype, name)[0]
+        )
+        assert authz.authorized_operations(principal, host, rtype, name) == expected
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    acl_sets,
+    st.lists(st.tuples(st.lists(bindings, max_size=6), st.lists(bindings, max_size=6)), max_size=6),
+    st.lists(queries, min_size=1, max_size=10),
+)
+def test_incremental_updates_equal_a_fresh_load(initial, batches, qs):
+    """Copy-on-write updates must give exactly the decisions of loading the final set."""
+    authz = loaded(initial)
+    current = set(initial)
+    for add, remove in batches:
+        # half the removals target ACLs that exist, as deletes usually do
+        remove = remove + sorted(current, key=repr)[: len(remove)]
+        version = authz.version
+        authz.update(add=add, remove=remove)
+        current = (current - set(remove)) | set(add)
+        assert authz.version >= version
+        assert set(authz.acls()) == current and authz.acl_count() == len(current)
+    final = sorted(current, key=repr)
+    for query in qs:
+        _check_decision(authz, final, query, ((), False))
+
+
+# --- Suite B: StandardAuthorizerPropertyTest ------------------------------------------------
+
+TOPIC_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+topics = st.text(alphabet=TOPIC_CHARS, min_size=1, max_size=30)
+suffix_sets = st.lists(st.text(alphabet=TOPIC_CHARS, max_size=8), max_size=10)
+
+
+def _prefix_rules(topic: str, suffixes: list[str]) -> set[str]:
+    return {topic[:i] + s for i in range(len(topic)) for s in suffixes if topic[:i] + s}
+
+
+def _write(name, pattern, perm):
+    return acl(T, name, pattern, "User:*", "*", Op.WRITE, perm)
+
+
+def _decide_write(acls, topic):
+    decision = loaded(acls).authorize("User:user", "10.0.0.1", Op.WRITE, T, topic)
+    return "ALLOW" if decision.allowed else "DENY"
+
+
+@settings(max_examples=300, deadline=None)
+@given(topics, suffix_sets, st.data())
+def test_b1_matching_prefix_deny_overrides_all_allow_rules(topic, suffixes, data):
+    k = data.draw(st.integers(0, len(topic) - 1))  # k = 0: the empty prefix, added directly
+    acls = [_write(topic[:k], PRE, DENY)]
+    acls += [_write(p, PRE, ALLOW) for p in _prefix_rules(topic, suffixes)]
+    assert _decide_write(acls, topic) == "DENY"
+
+
+@settings(max_examples=300, deadline=None)
+@given(topics, suffix_sets)
+def test_b2_matching_literal_deny_overrides_all_allow_rules(topic, suffixes):
+    acls = [_write(topic, LIT, DENY)]
+    acls += [_write(p, PRE, ALLOW) for p in _prefix_rules(topic, suffixes)]
+    assert _decide_write(acls, topic) == "DENY"
+
+
+def _non_matching_denies(topic, suffixes):
+    return [_write(p, PRE, DENY) for p in _prefix_rules(topic, suffixes) if not topic.startswith(p)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(topics, suffix_sets, st.data())
+def test_b3_matching_prefix_allow_with_no_matching_deny_rules(topic, suffixes, data):
+    k = data.draw(st.integers(0, len(topic) - 1))
+    acls = [_write(topic[:k], PRE, ALLOW), *_non_matching_denies(topic, suffixes)]
+    assert _decide_write(acls, topic) == "ALLOW"
+
+
+@settings(max_examples=300, deadline=None)
+@given(topics, suffix_sets)
+def test_b4_matching_literal_allow_with_no_matching_deny_rules(topic, suffixes):
+    acls = [_write(topic, LIT, ALLOW), *_non_matching_denies(topic, suffixes)]
+    assert _decide_write(acls, topic) == "ALLOW"
