@@ -49,7 +49,7 @@ def name(*rdns: list[x509.NameAttribute] | x509.NameAttribute) -> x509.Name:
     return x509.Name([RDN(r if isinstance(r, list) else [r]) for r in reversed(rdns)])
 
 
-CN, OU, O, C = (
+CN, OU, ORG, C = (
     NameOID.COMMON_NAME,
     NameOID.ORGANIZATIONAL_UNIT_NAME,
     NameOID.ORGANIZATION_NAME,
@@ -60,18 +60,18 @@ DC, UID, EMAIL = NameOID.DOMAIN_COMPONENT, NameOID.USER_ID, NameOID.EMAIL_ADDRES
 # (name, the string Java prints). The expected strings were checked against OpenJDK 17; the
 # test below re-asks the JDK every time it is available.
 SUBJECTS = [
-    (name(A(CN, "alice"), A(OU, "eng"), A(O, "example")), "CN=alice,OU=eng,O=example"),
+    (name(A(CN, "alice"), A(OU, "eng"), A(ORG, "example")), "CN=alice,OU=eng,O=example"),
     (name(A(CN, "Tkac, Adam"), A(OU, "ITZ")), "CN=Tkac\\, Adam,OU=ITZ"),
     (name(A(CN, 'a+b "q" <x> ;s \\b')), 'CN=a\\+b \\"q\\" \\<x\\> \\;s \\\\b'),
     (name(A(CN, "#hash and a=b #2")), "CN=\\#hash and a\\=b \\#2"),
-    (name(A(CN, "  spaced  "), A(O, "x")), "CN=\\ \\ spaced\\ \\ ,O=x"),
-    (name([A(CN, "alice"), A(UID, "a1")], A(O, "example")), None),
+    (name(A(CN, "  spaced  "), A(ORG, "x")), "CN=\\ \\ spaced\\ \\ ,O=x"),
+    (name([A(CN, "alice"), A(UID, "a1")], A(ORG, "example")), None),
     (
         name(A(EMAIL, "alice@example.com"), A(CN, "alice")),
         "1.2.840.113549.1.9.1=#1611616c696365406578616d706c652e636f6d,CN=alice",
     ),
     (name(A(UID, "jdoe"), A(DC, "example"), A(DC, "com")), "UID=jdoe,DC=example,DC=com"),
-    (name(A(CN, "Ünïcødé 雪 ☃"), A(O, "Ørg")), "CN=Ünïcødé 雪 ☃,O=Ørg"),
+    (name(A(CN, "Ünïcødé 雪 ☃"), A(ORG, "Ørg")), "CN=Ünïcødé 雪 ☃,O=Ørg"),
     (
         name(
             A(CN, "svc"),
@@ -87,12 +87,12 @@ SUBJECTS = [
     (name(A(CN, "ia5", _type=_ASN1Type.IA5String)), "CN=ia5"),
     (
         name(A(CN, "univ", _type=_ASN1Type.UniversalString)),
-        "CN=#1c10000000750000006e00000069000000760000"[:0] or None,
+        None,
     ),
     (name(A(ObjectIdentifier("1.2.3.4"), "x"), A(CN, "n")), "1.2.3.4=#0c0178,CN=n"),
     (name(A(NameOID.SERIAL_NUMBER, "1234"), A(NameOID.TITLE, "boss"), A(CN, "t")), None),
-    (name([A(CN, "a"), A(OU, "b"), A(ObjectIdentifier("1.2.3.4"), "c")], A(O, "o")), None),
-    (name(A(CN, "tab\there\r"), A(O, "cr\r")), None),
+    (name([A(CN, "a"), A(OU, "b"), A(ObjectIdentifier("1.2.3.4"), "c")], A(ORG, "o")), None),
+    (name(A(CN, "tab\there\r"), A(ORG, "cr\r")), None),
     (name(A(CN, "nul\x00byte")), "CN=nul\\00byte"),
     (name(A(CN, "trailing#"), A(OU, " ")), None),
     (x509.Name([]), ""),
@@ -116,7 +116,7 @@ def test_subject_known_strings(subject: x509.Name, expected: str) -> None:
 
 
 _TEXT = st.text(
-    alphabet=st.sampled_from(list('aZ09 ,+="\\<>;#\r\t-_.é雪') + ["\U0001f600"]),
+    alphabet=st.sampled_from([*'aZ09 ,+="\\<>;#\r\t-_.é雪', "\U0001f600"]),
     min_size=1,
     max_size=12,
 )
@@ -124,7 +124,7 @@ _OIDS = st.sampled_from(
     [
         CN,
         OU,
-        O,
+        ORG,
         DC,
         UID,
         EMAIL,

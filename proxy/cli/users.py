@@ -1,0 +1,107 @@
+"""Manage the SASL users file: salted SCRAM credentials and PLAIN password hashes only.
+
+  aclgate users add NAME --users-file F [--mechanism SCRAM-SHA-512 ...] [--password-stdin]
+  aclgate users remove NAME --users-file F
+  aclgate users list --users-file F
+
+`add` creates or replaces the user with credentials for each --mechanism (default
+SCRAM-SHA-512). The password is read from standard input (--password-stdin, first line) or
+asked for twice on the terminal; it is never taken from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from protocol.sasl.credentials import (
+    SCRAM_DEFAULT_ITERATIONS,
+    SCRAM_MAX_ITERATIONS,
+    SCRAM_MIN_ITERATIONS,
+)
+from proxy.usersfile import MECHANISMS, UsersFileError, add_user, load_users, remove_user
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = sub.add_parser("add", help="create or replace a user")
+    p.add_argument("name")
+    p.add_argument("--users-file", required=True, metavar="F")
+    p.add_argument(
+        "--mechanism",
+        action="append",
+        default=[],
+        metavar="MECH",
+        help=f"one of {', '.join(MECHANISMS)}; repeatable or comma-separated (default SCRAM-SHA-512)",
+    )
+    p.add_argument(
+        "--password-stdin", action="store_true", help="read the password from standard input"
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=SCRAM_DEFAULT_ITERATIONS,
+        help=f"SCRAM iterations, {SCRAM_MIN_ITERATIONS}-{SCRAM_MAX_ITERATIONS} (default {SCRAM_DEFAULT_ITERATIONS})",
+    )
+    p = sub.add_parser("remove", help="remove a user")
+    p.add_argument("name")
+    p.add_argument("--users-file", required=True, metavar="F")
+    p = sub.add_parser("list", help="list user names and their mechanisms")
+    p.add_argument("--users-file", required=True, metavar="F")
+
+
+def _read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        line = sys.stdin.readline()
+        return line[:-1] if line.endswith("\n") else line
+    if not sys.stdin.isatty():
+        raise UsersFileError("no terminal to ask for the password; use --password-stdin")
+    first = getpass.getpass("Password: ")
+    if first != getpass.getpass("Password (again): "):
+        raise UsersFileError("the passwords do not match")
+    return first
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "add":
+            if not SCRAM_MIN_ITERATIONS <= args.iterations <= SCRAM_MAX_ITERATIONS:
+                raise UsersFileError(
+                    f"--iterations must be between {SCRAM_MIN_ITERATIONS} and {SCRAM_MAX_ITERATIONS}"
+                )
+            mechs = [
+                m.strip()
+                for arg in args.mechanism or ["SCRAM-SHA-512"]
+                for m in arg.split(",")
+                if m.strip()
+            ]
+            password = _read_password(args.password_stdin)
+            existed = add_user(
+                args.users_file, args.name, password, mechs, iterations=args.iterations
+            )
+            print(
+                f"{'updated' if existed else 'added'} user {args.name} ({', '.join(sorted(set(mechs)))})"
+            )
+        elif args.action == "remove":
+            if not remove_user(args.users_file, args.name):
+                print(
+                    f"aclgate users remove: no user {args.name!r} in {args.users_file}",
+                    file=sys.stderr,
+                )
+                return 1
+            print(f"removed user {args.name}")
+        else:
+            users = load_users(args.users_file)
+            for name in users.names():
+                print(f"{name}\t{','.join(users.mechanisms(name))}")
+    except UsersFileError as e:
+        print(f"aclgate users {args.action}: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(
+            f"aclgate users {args.action}: {e.strerror or e}: {e.filename or args.users_file}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
