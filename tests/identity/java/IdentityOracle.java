@@ -2,6 +2,7 @@
 // reproduce. Reads one request per line on stdin, fields base64-encoded and tab-separated;
 // writes one line per request: "=" + base64(result) or "!" + exception class + ": " + message.
 //
+//   host  <IP address literal>                   InetAddress.getByName(ip).getHostAddress()
 //   dn    <DER certificate>                      X509Certificate.getSubjectX500Principal().getName()
 //   map   <rules> <distinguished name>           Kafka's SslPrincipalMapper.fromRules(rules).getName(dn)
 //   rules <rules>                                Kafka's SslPrincipalMapper.fromRules(rules).toString()
@@ -42,6 +43,8 @@ public class IdentityOracle {
 
     static String run(String op, byte[][] b) throws Exception {
         switch (op) {
+            case "host":
+                return java.net.InetAddress.getByName(s(b[1])).getHostAddress();
             case "dn": {
                 CertificateFactory cf = CertificateFactory.getInstance("X.509");
                 X509Certificate c = (X509Certificate) cf.generateCertificate(new ByteArrayInputStream(b[1]));
