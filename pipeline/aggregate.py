@@ -1,0 +1,190 @@
+"""The report's tables, all derived from one grouped table of the events.
+
+Grouping the (cached) events once by everything the report slices on turns millions of
+lines into at most a few hundred thousand rows; access, top-N lists and ACL usage are then
+cheap queries over that. Every sum is over `count`, because one aggregated line stands for
+`count` identical decisions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pipeline.schema import KEY_FIELDS
+from pipeline.timeutil import from_micros
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+# A sensible number of points on the decisions-over-time chart.
+TIMELINE_POINTS = 120
+BUCKET_SECONDS = (
+    1,
+    5,
+    10,
+    30,
+    60,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    3 * 3600,
+    6 * 3600,
+    12 * 3600,
+    86400,
+    7 * 86400,
+)
+
+
+def _seen() -> list[Column]:
+    from pyspark.sql import functions as F
+
+    return [
+        F.min(F.coalesce("ts_first", "ts")).alias("first_seen"),
+        F.max("ts").alias("last_seen"),
+    ]
+
+
+def grouped_events(events: DataFrame) -> DataFrame:
+    """Events grouped by decision key, API, outcome and deciding ACL (the report's base)."""
+    from pyspark.sql import functions as F
+
+    return events.groupBy(*KEY_FIELDS, "api", "decision", "enforced", "rule", "acl").agg(
+        F.sum("count").alias("events"), F.count(F.lit(1)).alias("lines"), *_seen()
+    )
+
+
+def access_table(base: DataFrame) -> DataFrame:
+    """access/: who did what to which resource, with what decision, how often, when."""
+    from pyspark.sql import functions as F
+
+    return base.groupBy(*KEY_FIELDS, "decision").agg(
+        F.sum("events").alias("count"),
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+    )
+
+
+def denied_table(events: DataFrame) -> DataFrame:
+    """denied/: each denied request shape, whether it was enforced, and which client sent it."""
+    from pyspark.sql import functions as F
+
+    return (
+        events.filter(F.col("decision") == "DENIED")
+        .groupBy(*KEY_FIELDS, "client_id", "api", "enforced", "rule")
+        .agg(F.sum("count").alias("count"), *_seen())
+        .orderBy(F.desc("count"), *KEY_FIELDS)
+    )
+
+
+def totals(base: DataFrame) -> dict[str, Any]:
+    """Event totals by decision, enforcement and rule, and how many distinct things were seen."""
+    from pyspark.sql import functions as F
+
+    denied = F.col("decision") == "DENIED"
+    row = base.agg(
+        F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
+        F.coalesce(F.sum("lines"), F.lit(0)).alias("lines"),
+        F.coalesce(F.sum(F.when(~denied, F.col("events"))), F.lit(0)).alias("allowed"),
+        F.coalesce(F.sum(F.when(denied, F.col("events"))), F.lit(0)).alias("denied"),
+        F.coalesce(F.sum(F.when(denied & F.col("enforced"), F.col("events"))), F.lit(0)).alias(
+            "denied_enforced"
+        ),
+        F.coalesce(F.sum(F.when(denied & ~F.col("enforced"), F.col("events"))), F.lit(0)).alias(
+            "denied_dry_run"
+        ),
+        F.countDistinct("principal").alias("principals"),
+        F.countDistinct("resource_type", "resource_name").alias("resources"),
+        F.countDistinct(*KEY_FIELDS).alias("decision_keys"),
+        F.min(F.unix_micros("first_seen")).alias("first"),
+        F.max(F.unix_micros("last_seen")).alias("last"),
+    ).first()
+    rules = {
+        r["rule"] or "NONE": r["events"]
+        for r in base.groupBy("rule").agg(F.sum("events").alias("events")).collect()
+    }
+    return {
+        "events": row["events"],
+        "lines": row["lines"],
+        "decisions": {"ALLOWED": row["allowed"], "DENIED": row["denied"]},
+        "denied_enforced": row["denied_enforced"],
+        "denied_dry_run": row["denied_dry_run"],
+        "rules": dict(sorted(rules.items())),
+        "distinct": {
+            "principals": row["principals"],
+            "resources": row["resources"],
+            "decision_keys": row["decision_keys"],
+        },
+        "time_range": {"first": from_micros(row["first"]), "last": from_micros(row["last"])},
+    }
+
+
+def _top(base: DataFrame, columns: tuple[str, ...], n: int, denied_only: bool) -> list[dict]:
+    from pyspark.sql import functions as F
+
+    frame = base.filter(F.col("decision") == "DENIED") if denied_only else base
+    rows = (
+        frame.groupBy(*columns)
+        .agg(F.sum("events").alias("events"))
+        .orderBy(F.desc("events"), *columns)
+        .limit(n)
+        .collect()
+    )
+    return [row.asDict() for row in rows]
+
+
+def top_lists(base: DataFrame, n: int = 10) -> dict[str, list[dict]]:
+    """Top principals, resources and APIs, by volume and by denials."""
+    dimensions = {
+        "principals": ("principal",),
+        "resources": ("resource_type", "resource_name"),
+        "apis": ("api",),
+    }
+    out: dict[str, list[dict]] = {}
+    for name, columns in dimensions.items():
+        out[f"{name}_by_volume"] = _top(base, columns, n, denied_only=False)
+        out[f"{name}_by_denials"] = _top(base, columns, n, denied_only=True)
+    return out
+
+
+def bucket_seconds(first_micros: int | None, last_micros: int | None) -> int:
+    """The smallest round bucket that keeps the chart at about TIMELINE_POINTS points."""
+    if first_micros is None or last_micros is None:
+        return BUCKET_SECONDS[0]
+    span = max(1, (last_micros - first_micros) // 1_000_000)
+    for size in BUCKET_SECONDS:
+        if span / size <= TIMELINE_POINTS:
+            return size
+    return BUCKET_SECONDS[-1]
+
+
+def timeline(events: DataFrame, seconds: int) -> list[dict[str, Any]]:
+    """Decisions per time bucket: allowed, denied and enforced, denied in dry-run."""
+    from pyspark.sql import functions as F
+
+    bucket = F.floor(F.unix_micros("ts") / (seconds * 1_000_000)) * seconds
+    denied = F.col("decision") == "DENIED"
+    rows = (
+        events.groupBy(bucket.alias("bucket"))
+        .agg(
+            F.sum(F.when(~denied, F.col("count")).otherwise(0)).alias("allowed"),
+            F.sum(F.when(denied & F.col("enforced"), F.col("count")).otherwise(0)).alias(
+                "denied_enforced"
+            ),
+            F.sum(F.when(denied & ~F.col("enforced"), F.col("count")).otherwise(0)).alias(
+                "denied_dry_run"
+            ),
+        )
+        .orderBy("bucket")
+        .collect()
+    )
+    return [
+        {
+            "start": from_micros(int(r["bucket"]) * 1_000_000),
+            "allowed": r["allowed"],
+            "denied_enforced": r["denied_enforced"],
+            "denied_dry_run": r["denied_dry_run"],
+        }
+        for r in rows
+    ]

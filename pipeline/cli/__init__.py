@@ -1,0 +1,1 @@
+"""`aclgate report|advise|whatif|audit-sample`: argument parsing and the session lifecycle."""

@@ -1,0 +1,123 @@
+"""The audit event schema (shared/spec/audit-events.md, schema_version 1) as Spark types.
+
+Reading with this explicit schema instead of inferring one avoids a full extra scan of the
+input and makes a proxy/pipeline mismatch show up as counted malformed lines, not as a
+silently different table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+SCHEMA_VERSION = 1
+
+ACL_FIELDS = (
+    "resource_type",
+    "resource_name",
+    "pattern_type",
+    "principal",
+    "host",
+    "operation",
+    "permission_type",
+)
+
+# The decision key: what an authorizer is asked. Distinct keys are what the what-if evaluates.
+KEY_FIELDS = ("principal", "host", "operation", "resource_type", "resource_name")
+
+# Fields without which a line is not a usable event (besides ts, count, schema_version).
+REQUIRED_STRINGS = (
+    "principal",
+    "host",
+    "operation",
+    "resource_type",
+    "resource_name",
+    "decision",
+)
+
+DECISIONS = ("ALLOWED", "DENIED")
+RULES = ("ACL", "SUPER_USER", "NO_ACL_DEFAULT", "DEFAULT_DENY")
+RESOURCE_TYPES = ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "DELEGATION_TOKEN", "USER")
+OPERATIONS = (
+    "ALL",
+    "READ",
+    "WRITE",
+    "CREATE",
+    "DELETE",
+    "ALTER",
+    "DESCRIBE",
+    "CLUSTER_ACTION",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+    "IDEMPOTENT_WRITE",
+    "CREATE_TOKENS",
+    "DESCRIBE_TOKENS",
+)
+
+CORRUPT_COLUMN = "_corrupt_record"
+
+
+def acl_entry(
+    resource_type: str,
+    resource_name: str,
+    principal: str,
+    operation: str,
+    pattern_type: str = "LITERAL",
+    permission_type: str = "ALLOW",
+    host: str = "*",
+) -> dict[str, str]:
+    """An ACL-file entry (the audit `acl` object) from its parts."""
+    return {
+        "resource_type": resource_type,
+        "resource_name": resource_name,
+        "pattern_type": pattern_type,
+        "principal": principal,
+        "host": host,
+        "operation": operation,
+        "permission_type": permission_type,
+    }
+
+
+def acl_struct_type() -> StructType:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField(name, StringType()) for name in ACL_FIELDS])
+
+
+def audit_schema(with_corrupt_column: bool = False) -> StructType:
+    """The on-disk event: timestamps stay strings here and are parsed (leniently) later."""
+    from pyspark.sql.types import (
+        BooleanType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    fields = [
+        StructField("schema_version", IntegerType()),
+        StructField("ts", StringType()),
+        StructField("ts_first", StringType()),
+        StructField("count", LongType()),
+        StructField("proxy", StringType()),
+        StructField("listener", StringType()),
+        StructField("principal", StringType()),
+        StructField("host", StringType()),
+        StructField("client_id", StringType()),
+        StructField("api", StringType()),
+        StructField("api_key", IntegerType()),
+        StructField("api_version", IntegerType()),
+        StructField("operation", StringType()),
+        StructField("resource_type", StringType()),
+        StructField("resource_name", StringType()),
+        StructField("decision", StringType()),
+        StructField("enforced", BooleanType()),
+        StructField("rule", StringType()),
+        StructField("acl", acl_struct_type()),
+    ]
+    if with_corrupt_column:
+        fields.append(StructField(CORRUPT_COLUMN, StringType()))
+    return StructType(fields)

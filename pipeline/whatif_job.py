@@ -1,0 +1,55 @@
+"""The `aclgate whatif` job: read, decide the distinct keys with authz, write the flips."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pipeline.acls import load_acls
+from pipeline.evaluate import Policy
+from pipeline.html import render_page
+from pipeline.jobs import load_audit
+from pipeline.output import prepare_out_dir
+from pipeline.timeutil import iso
+from pipeline.whatif import compare, policy_header, write_whatif
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from pipeline.spark import Progress
+
+
+@dataclass
+class WhatifOptions:
+    audit: list[str]
+    out: str
+    candidate_acl_file: str
+    super_users: list[str] = field(default_factory=list)
+    allow_everyone_if_no_acl_found: bool = False
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def run_whatif(spark: SparkSession, opts: WhatifOptions, progress: Progress) -> dict[str, Any]:
+    out = prepare_out_dir(opts.out)
+    candidate = load_acls(opts.candidate_acl_file)
+    policy = Policy(candidate.text, tuple(opts.super_users), opts.allow_everyone_if_no_acl_found)
+    loaded = load_audit(spark, opts.audit, progress, opts.since, opts.until, out / "malformed")
+    try:
+        progress.step(f"deciding the distinct requests under {candidate.source} with authz")
+        decisions = compare(spark, loaded.data.events, policy)
+        progress.step("writing decisions and flips")
+        header = {
+            "tool": "aclgate whatif",
+            "generated_at": iso(datetime.now(UTC)),
+            "inputs": loaded.summary,
+            **policy_header(candidate, policy),
+        }
+        summary = write_whatif(decisions, out, header)
+        progress.step("writing report.html")
+        page = render_page("aclgate what-if", {"inputs": loaded.summary}, summary)
+        (out / "report.html").write_text(page, encoding="utf-8")
+        return summary
+    finally:
+        loaded.data.release()
