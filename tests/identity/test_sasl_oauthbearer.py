@@ -301,3 +301,53 @@ def test_session_lifetime() -> None:
     assert session_lifetime_ms(now + 5_000, 60_000, now) == 5_000
     assert session_lifetime_ms(now + 90_000, 60_000, now) == 60_000
     assert session_lifetime_ms(now - 1, 60_000, now) == 0
+
+
+# --- against Kafka's own broker-side validator (jose4j) -----------------------------------------
+
+
+def test_tokens_match_kafka_validator(oracle, tmp_path) -> None:
+    """Accept/reject and the principal agree with Kafka's OAuthBearerValidatorCallbackHandler."""
+    import time
+
+    oracle.require_kafka()
+    jwks_file = tmp_path / "jwks.json"
+    jwks_file.write_text(JWKS_JSON)
+    now = int(time.time())
+    ours = JwtValidator(
+        Jwks.from_json(JWKS_JSON), expected_audiences=["kafka"], expected_issuer="https://idp"
+    )
+
+    def real(**over: Any) -> dict[str, Any]:
+        return claims(**{"iat": now - 10, "exp": now + 3600, **over})
+
+    cases = [
+        sign(real()),
+        sign(real(), alg="ES256", kid="ec1"),
+        sign(real(), alg="PS256"),
+        sign(real(aud="kafka")),
+        sign(real(exp=now - 120)),
+        sign(real(exp=now - 10)),  # inside the 30 s skew
+        sign(real(nbf=now + 120)),
+        sign(real(nbf=now + 10)),
+        sign(real(aud=["other"])),
+        sign(real(aud=None)),
+        sign(real(iss="https://evil")),
+        sign(real(iat=None)),
+        sign(real(exp=None)),
+        sign(real(sub=None)),
+        sign(real(), key=OTHER_RSA),
+        sign(real(), alg="none", kid=None) + "AAAA",
+        sign(real(), alg="HS256", kid="hmac"),
+        sign(real(), kid="unknown"),
+        sign(real(scope=["a", "b"])),
+        sign(real(), kid=None),
+    ]
+    for token in cases:
+        kafka = oracle.ask("jwt", str(jwks_file), "kafka", "https://idp", "30", "sub", token)
+        try:
+            t = ours.validate(token, int(time.time() * 1000))
+            mine = f"{t.principal_name},{t.lifetime_ms}"
+        except JwtValidationError:
+            mine = "error:invalid_token"
+        assert mine == kafka, token

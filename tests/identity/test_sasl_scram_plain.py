@@ -300,6 +300,30 @@ def test_scram_credentials_match_kafka(oracle) -> None:
             assert base64.b64decode(server) == cred.server_key
 
 
+@pytest.mark.parametrize("mechanism", SCRAM)
+@pytest.mark.parametrize(
+    ("user", "password", "ok"),
+    [("alice", "pw-ä", True), ("a=b,c", "x", True), ("alice", "wrong", False)],
+)
+def test_our_client_against_kafka_scram_server(oracle, mechanism, user, password, ok) -> None:
+    """Our upstream SCRAM client logs in to Kafka's own ScramSaslServer."""
+    from .conftest import JavaError
+
+    oracle.require_kafka()
+    oracle.ask("ssrv", mechanism, user, "pw-ä" if ok and user == "alice" else "x" if ok else "pw-ä")
+    client = ScramSaslClient(mechanism, user, password)
+    server_first = oracle.ask("sstep", client.initial_response())
+    final = client.evaluate_challenge(server_first.encode())
+    assert final is not None
+    if not ok:
+        with pytest.raises(JavaError, match="Invalid client credentials"):
+            oracle.ask("sstep", final)
+        return
+    server_final, complete, authzid = oracle.ask("sstep", final).split("|")
+    assert (complete, authzid) == ("complete", user)
+    assert client.evaluate_challenge(server_final.encode()) is None and client.complete
+
+
 # --- PLAIN ---------------------------------------------------------------------------------------
 
 
