@@ -19,6 +19,7 @@ __all__ = [
     "NeedMore",
     "ProxyHeader",
     "ProxyProtocolError",
+    "has_proxy_signature",
     "is_trusted",
     "parse_proxy_header",
     "parse_trusted_cidrs",
@@ -69,6 +70,13 @@ class ProxyHeader:
         if self.command == "PROXY" and self.src_addr is not None and self.src_port is not None:
             return self.src_addr, self.src_port
         return peer
+
+
+def has_proxy_signature(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether a connection starts with a PROXY header (v1 or v2): from an untrusted peer,
+    or on a listener without --proxy-protocol, such a connection is refused."""
+    head = bytes(buf[: len(V2_SIGNATURE)])
+    return head.startswith(V1_PREFIX) or head == V2_SIGNATURE
 
 
 def parse_proxy_header(

@@ -46,7 +46,7 @@ def b64url_decode(text: str) -> bytes:
     if not text or "=" in text or not text.isascii():
         raise JwtValidationError("invalid base64url section")
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
         raise JwtValidationError("invalid base64url section") from None
 

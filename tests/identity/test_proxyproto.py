@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from protocol.hosts import java_host_string
 from protocol.proxyproto import (
     V2_SIGNATURE,
+    has_proxy_signature,
     NeedMore,
     ProxyHeader,
     ProxyProtocolError,
@@ -250,3 +251,10 @@ def test_java_host_string(oracle, ip, java) -> None:
 @given(st.ip_addresses())
 def test_java_host_string_matches_java(oracle, ip) -> None:
     assert java_host_string(str(ip)) == oracle.ask("host", str(ip))
+
+
+def test_has_proxy_signature() -> None:
+    assert has_proxy_signature(b"PROXY TCP4 ")
+    assert has_proxy_signature(V2_SIGNATURE + b"\x21")
+    assert not has_proxy_signature(b"\x00\x00\x00\x2a\x00\x12")  # a Kafka ApiVersions frame
+    assert not has_proxy_signature(V2_SIGNATURE[:8])
