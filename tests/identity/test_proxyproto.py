@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from protocol.hosts import java_host_string
 from protocol.proxyproto import (
     V2_SIGNATURE,
-    has_proxy_signature,
     NeedMore,
     ProxyHeader,
     ProxyProtocolError,
+    has_proxy_signature,
     is_trusted,
     parse_proxy_header,
     parse_trusted_cidrs,
