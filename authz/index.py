@@ -25,6 +25,7 @@ from authz.model import (
     AclPermissionType,
     PatternType,
     ResourceType,
+    java_key,
 )
 
 ALL_BITS = (1 << 32) - 1  # ALL covers every operation, including a query for ALL itself
@@ -43,11 +44,6 @@ DENY_BITS = {op: ALL_BITS if op == _ALL else 1 << op for op in AclOperation}
 Entry = tuple[int, int, dict[AclOperation, AclBinding], dict[AclOperation, AclBinding]]
 Group = dict[str, dict[str, Entry]]  # principal -> host -> entry
 PatternKey = tuple[str, PatternType]  # (resource name, LITERAL | PREFIXED)
-
-
-def java_key(text: str) -> bytes:
-    """Sort key equal to Java's String.compareTo order (UTF-16 code units)."""
-    return text.encode("utf-16-be", "surrogatepass")
 
 
 def build_group(bindings: Iterable[AclBinding]) -> Group:

@@ -6,6 +6,7 @@ from a broker mean the same thing here (authorization.md §2, §4).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar, TypeVar
@@ -338,3 +339,29 @@ class AclBindingFilter:
 
 
 AclBindingFilter.ANY = AclBindingFilter()
+
+
+# --------------------------------------------------------------------------- Kafka's order
+
+
+def java_key(text: str) -> bytes:
+    """Sort key equal to Java's String.compareTo order (UTF-16 code units)."""
+    return text.encode("utf-16-be", "surrogatepass")
+
+
+def listing_order(bindings: Iterable[AclBinding]) -> list[AclBinding]:
+    """StandardAcl.compareTo order, in which KRaft lists ACLs (§3.11): type, name descending,
+    pattern, operation, principal, host, permission. Stable sorts, least significant first."""
+    out = sorted(
+        bindings,
+        key=lambda b: (
+            b.pattern_type,
+            b.operation,
+            java_key(b.principal),
+            java_key(b.host),
+            b.permission_type,
+        ),
+    )
+    out.sort(key=lambda b: java_key(b.resource_name), reverse=True)
+    out.sort(key=lambda b: b.resource_type)
+    return out

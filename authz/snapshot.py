@@ -12,26 +12,8 @@ from collections.abc import Iterable
 from authz import byresourcetype
 from authz.cache import GenerationalCache
 from authz.decision import Decision
-from authz.index import PatternKey, TypeIndex, group_by_type, java_key
-from authz.model import AclBinding, ResourceType
-
-
-def _listing_order(bindings: Iterable[AclBinding]) -> list[AclBinding]:
-    """StandardAuthorizer's index order (§3.11): type, name descending, pattern, operation,
-    principal, host, permission. Stable sorts, least significant key first."""
-    out = sorted(
-        bindings,
-        key=lambda b: (
-            b.pattern_type,
-            b.operation,
-            java_key(b.principal),
-            java_key(b.host),
-            b.permission_type,
-        ),
-    )
-    out.sort(key=lambda b: java_key(b.resource_name), reverse=True)
-    out.sort(key=lambda b: b.resource_type)
-    return out
+from authz.index import PatternKey, TypeIndex, group_by_type
+from authz.model import AclBinding, ResourceType, listing_order
 
 
 class Snapshot:
@@ -107,7 +89,7 @@ class Snapshot:
     def bindings(self) -> list[AclBinding]:
         """Every ACL in Kafka's listing order (computed once per snapshot)."""
         if self._sorted is None:
-            self._sorted = _listing_order(self.binding_set())
+            self._sorted = listing_order(self.binding_set())
         return self._sorted
 
     def type_groups(self, rtype: ResourceType) -> byresourcetype.TypeGroups:

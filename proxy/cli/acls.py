@@ -1,0 +1,350 @@
+"""Add, remove and list ACLs in an aclgate ACL file, with the options, expansions, validation
+messages and output of Kafka's kafka-acls.sh (kafka.admin.AclCommand).
+
+examples:
+  aclgate acls --acl-file acls.json --add --allow-principal User:alice --operation Read --topic orders
+  aclgate acls --acl-file acls.json --add --allow-principal User:app --producer --topic orders
+  aclgate acls --acl-file acls.json --add --allow-principal User:app --consumer --topic orders --group billing
+  aclgate acls --acl-file acls.json --list --topic orders
+  aclgate acls --acl-file acls.json --remove --force --topic orders
+
+The file is created by the first --add. Writes are atomic and locked, so concurrent runs lose
+nothing; a running proxy picks the change up within its reload interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from typing import NoReturn
+
+from authz import text
+from authz.aclfile import AclFileError
+from authz.model import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    WILDCARD_HOST,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    InvalidAclError,
+    PatternType,
+    ResourceType,
+    listing_order,
+    operation_name,
+    parse_operation_cli,
+    parse_principal,
+)
+from proxy.aclstore import AclFileStore
+
+Op = AclOperation
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+
+# (type, name, pattern): a ResourcePattern, or a ResourcePatternFilter when pattern is ANY/MATCH
+Resource = tuple[ResourceType, str, PatternType]
+# (principal, host, operation, permission): an AccessControlEntry
+Entry = tuple[str, str, AclOperation, AclPermissionType]
+
+CLUSTER_FILTER: Resource = (ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL)
+PATTERN_TYPES = "|".join(p.name for p in PatternType if p != PatternType.UNKNOWN)
+
+
+class UsageError(Exception):
+    """CommandLineUtils.printUsageAndExit: message and help on stderr, exit 1."""
+
+
+class CommandError(Exception):
+    """AclCommand.main's catch-all: "Error while executing ACL command: ...", exit 1."""
+
+
+def _usage_exit(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    print(message, file=sys.stderr)
+    parser.print_help(sys.stderr)
+    raise SystemExit(1)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    # kafka-acls exits 1 on every usage error, argparse's own included.
+    parser.error = lambda message: _usage_exit(parser, message)  # type: ignore[method-assign]
+    parser.set_defaults(_parser=parser)
+    many = {"action": "append", "default": None}
+    add = parser.add_argument
+    add("--acl-file", metavar="PATH", help="the ACL file to change or list (created by --add)")
+    for name in ("--bootstrap-server", "--bootstrap-controller", "--command-config"):
+        add(name, metavar="...", help="kafka-acls' Admin API connection: not supported yet")
+    add("--add", action="store_true", help="Indicates you are trying to add ACLs.")
+    add("--remove", action="store_true", help="Indicates you are trying to remove ACLs.")
+    add("--list", action="store_true", help="List ACLs for the specified resource, use --topic <topic> or --group <group> or --cluster to specify a resource.")  # fmt: skip
+    add("--topic", **many, help="topic to which ACLs should be added or removed. A value of '*' indicates ACL should apply to all topics.")  # fmt: skip
+    add("--cluster", action="store_true", help="Add/Remove cluster ACLs.")
+    add("--group", **many, help="Consumer Group to which the ACLs should be added or removed. A value of '*' indicates the ACLs should apply to all groups.")  # fmt: skip
+    add("--transactional-id", **many, help="The transactionalId to which ACLs should be added or removed. A value of '*' indicates the ACLs should apply to all transactionalIds.")  # fmt: skip
+    add("--delegation-token", **many, help="Delegation token to which ACLs should be added or removed. A value of '*' indicates ACL should apply to all tokens.")  # fmt: skip
+    add("--user-principal", **many, help="Specifies a user principal as a resource in relation with the operation. For instance one could grant CreateTokens or DescribeTokens permission on a given user principal.")  # fmt: skip
+    add("--resource-pattern-type", metavar=PATTERN_TYPES, default="LITERAL", help="The type of the resource pattern or pattern filter. When adding acls, this should be a specific pattern type, e.g. 'literal' or 'prefixed'. When listing or removing acls, a specific pattern type can be used to list or remove acls from specific resource patterns, or use the filter values of 'any' or 'match', where 'any' will match any pattern type, but will match the resource name exactly, where as 'match' will perform pattern matching to list or remove all acls that affect the supplied resource(s). WARNING: 'match', when used in combination with the '--remove' switch, should be used with care. (default: LITERAL)")  # fmt: skip
+    add("--operation", **many, help="Operation that is being allowed or denied. Valid operation names are: " + ", ".join(operation_name(o) for o in AclOperation if o > Op.ANY) + " (default: All)")  # fmt: skip
+    add("--allow-principal", **many, help="principal is in principalType:name format. Note that principalType must be supported by the Authorizer being used. For example, User:'*' is the wild card indicating all users.")  # fmt: skip
+    add("--deny-principal", **many, help="principal is in principalType:name format. By default anyone not added through --allow-principal is denied access. You only need to use this option as negation to already allowed set. AND PLEASE REMEMBER DENY RULES TAKES PRECEDENCE OVER ALLOW RULES.")  # fmt: skip
+    add("--principal", action="append", nargs="?", default=None, help="List ACLs for the specified principal. principal is in principalType:name format. Multiple --principal option can be passed.")  # fmt: skip
+    add("--allow-host", **many, help="Host from which principals listed in --allow-principal will have access. If you have specified --allow-principal then the default for this option will be set to '*' which allows access from all hosts.")  # fmt: skip
+    add("--deny-host", **many, help="Host from which principals listed in --deny-principal will be denied access. If you have specified --deny-principal then the default for this option will be set to '*' which denies access from all hosts.")  # fmt: skip
+    add("--producer", action="store_true", help="Convenience option to add/remove ACLs for producer role. This will generate ACLs that allows WRITE,DESCRIBE and CREATE on topic.")  # fmt: skip
+    add("--consumer", action="store_true", help="Convenience option to add/remove ACLs for consumer role. This will generate ACLs that allows READ,DESCRIBE on topic and READ on group.")  # fmt: skip
+    add("--idempotent", action="store_true", help="Enable idempotence for the producer. This should be used in combination with the --producer option.")  # fmt: skip
+    add("--force", action="store_true", help="Assume Yes to all queries and do not prompt.")
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+def _has(args: argparse.Namespace, option: str) -> bool:
+    value = getattr(args, option.replace("-", "_"))
+    return bool(value) if not isinstance(value, list) else True
+
+
+def _pattern_type(value: str) -> PatternType:
+    """joptsimple's EnumConverter (case-insensitive) plus Kafka's PatternTypeConverter."""
+    member = PatternType.__members__.get(value.upper())
+    if member is None:
+        raise UsageError(f"Value [{value}] is not one of [{PATTERN_TYPES}]")
+    if member == PatternType.UNKNOWN:
+        raise UsageError(f"Unknown resource-pattern-type: {value}")
+    return member
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """AclCommandOptions.checkArgs, in Kafka's order and words (--acl-file for bootstrap)."""
+    if args.bootstrap_server or args.bootstrap_controller or args.command_config:
+        raise UsageError(
+            "aclgate acls manages an ACL file: use --acl-file PATH "
+            "(--bootstrap-server/--bootstrap-controller are not supported yet)"
+        )
+    if not args.acl_file:
+        raise UsageError("--acl-file must be specified")
+    if sum(map(bool, (args.add, args.remove, args.list))) != 1:
+        raise UsageError("Command must include exactly one action: --list, --add, --remove. ")
+    exclusive = {
+        "list": ("producer", "consumer", "allow-host", "allow-principal", "deny-host", "deny-principal"),
+        "producer": ("operation", "deny-principal", "deny-host"),
+        "consumer": ("operation", "deny-principal", "deny-host"),
+    }  # fmt: skip
+    for used, invalid in exclusive.items():
+        if _has(args, used):
+            for other in invalid:
+                if _has(args, other):
+                    raise UsageError(f'Option "[{used}]" can\'t be used with option "[{other}]"')
+    if args.principal is not None and not args.list:
+        raise UsageError("The --principal option is only available if --list is set")
+    if args.producer and not args.topic:
+        raise UsageError("With --producer you must specify a --topic")
+    if args.idempotent and not args.producer:
+        raise UsageError("The --idempotent option is only available if --producer is set")
+    if args.consumer and (
+        not args.topic
+        or not args.group
+        or (not args.producer and (args.cluster or args.transactional_id))
+    ):
+        raise UsageError(
+            "With --consumer you must specify a --topic and a --group and no --cluster or "
+            "--transactional-id option should be specified."
+        )
+
+
+# ------------------------------------------------------------------------------ expansion
+
+
+def _principals(values: list[str] | None) -> list[str]:
+    out = []
+    for value in values or ():
+        if value is None:  # `--principal` given without a value
+            continue
+        kind, name = parse_principal(value.strip())  # raises with Kafka's message
+        out.append(f"{kind}:{name}")
+    return list(dict.fromkeys(out))
+
+
+def _hosts(hosts: list[str] | None, principals: list[str] | None) -> list[str]:
+    if hosts:
+        return list(dict.fromkeys(h.strip() for h in hosts))
+    return [WILDCARD_HOST] if principals else []
+
+
+def entries(args: argparse.Namespace, operations: Iterable[AclOperation]) -> set[Entry]:
+    """getAcl: principals x operations x hosts, ALLOW for the allow options, DENY for deny."""
+    out: set[Entry] = set()
+    for principals, hosts, perm in (
+        (args.allow_principal, args.allow_host, ALLOW),
+        (args.deny_principal, args.deny_host, DENY),
+    ):
+        for principal in _principals(principals):
+            for op in operations:
+                for host in _hosts(hosts, principals):
+                    out.add((principal, host, op, perm))
+    return out
+
+
+def resource_filters(args: argparse.Namespace, die_if_none: bool = True) -> list[Resource]:
+    """getResourceFilter: every resource option, in Kafka's order; names trimmed except
+    transactional ids; the cluster only with a LITERAL pattern type."""
+    pattern = args.pattern
+    found: list[Resource] = [(ResourceType.TOPIC, t.strip(), pattern) for t in args.topic or ()]
+    if pattern == PatternType.LITERAL and (args.cluster or args.idempotent):
+        found.append(CLUSTER_FILTER)
+    found += [(ResourceType.GROUP, g.strip(), pattern) for g in args.group or ()]
+    found += [(ResourceType.TRANSACTIONAL_ID, t, pattern) for t in args.transactional_id or ()]
+    found += [(ResourceType.DELEGATION_TOKEN, t.strip(), pattern) for t in args.delegation_token or ()]  # fmt: skip
+    found += [(ResourceType.USER, u.strip(), pattern) for u in args.user_principal or ()]
+    if not found and die_if_none:
+        raise UsageError(
+            "You must provide at least one resource: --topic <topic> or --cluster or --group "
+            "<group> or --delegation-token <Delegation Token ID>"
+        )
+    return list(dict.fromkeys(found))
+
+
+# What --producer and --consumer grant, per resource type (AclCommand, unchanged since 2.0).
+PRODUCER_OPS = {
+    ResourceType.TOPIC: (Op.WRITE, Op.DESCRIBE, Op.CREATE),
+    ResourceType.TRANSACTIONAL_ID: (Op.WRITE, Op.DESCRIBE),
+}
+CONSUMER_OPS = {ResourceType.TOPIC: (Op.READ, Op.DESCRIBE), ResourceType.GROUP: (Op.READ,)}
+
+
+def _role(args: argparse.Namespace, ops_by_type: dict) -> dict[Resource, set[Entry]]:
+    return {
+        r: entries(args, ops_by_type[r[0]]) for r in resource_filters(args) if r[0] in ops_by_type
+    }
+
+
+def filter_to_entries(args: argparse.Namespace) -> dict[Resource, set[Entry]]:
+    """getResourceFilterToAcls: plain options, or the --producer/--consumer expansions."""
+    result: dict[Resource, set[Entry]] = {}
+    if not args.producer and not args.consumer:
+        operations = {parse_operation_cli(o.strip()) for o in args.operation or ["All"]}
+        result.update(dict.fromkeys(resource_filters(args), entries(args, operations)))
+    if args.producer:
+        result.update(_role(args, PRODUCER_OPS))
+        if args.idempotent:
+            result[CLUSTER_FILTER] = entries(args, (Op.IDEMPOTENT_WRITE,))
+    if args.consumer:
+        for resource, found in _role(args, CONSUMER_OPS).items():
+            result[resource] = found | result.get(resource, set())
+    for (rtype, _, _), found in result.items():
+        valid = (*SUPPORTED_OPERATIONS[rtype], Op.ALL)
+        if any(op not in valid for _, _, op, _ in found):
+            names = ", ".join(operation_name(o) for o in valid)
+            raise UsageError(f"ResourceType {rtype.name} only supports operations {names}")
+    return result
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def _entry_lines(found: Iterable[Entry]) -> str:
+    """Entries in KRaft's order, formatted as AclCommand prints a Set: tab-indented lines."""
+    ordered = sorted(found, key=lambda e: (e[2], e[0], e[1], e[3]))
+    return "\n".join("\t" + text.access_control_entry(*e) for e in ordered)
+
+
+def _print_block(title: str, resource: Resource, found: Iterable[Entry]) -> None:
+    print(f"{title} `{text.resource_pattern(*resource)}`: \n {_entry_lines(found)} \n")
+
+
+def _binding(resource: Resource, entry: Entry) -> AclBinding:
+    return AclBinding(*resource, *entry)
+
+
+def _filter(resource: Resource, entry: Entry | None) -> AclBindingFilter:
+    if entry is None:
+        return AclBindingFilter(*resource)
+    return AclBindingFilter(*resource, *entry)
+
+
+def _confirm(args: argparse.Namespace, message: str) -> bool:
+    if args.force:
+        return True
+    print(message, flush=True)
+    answer = sys.stdin.readline()
+    if not answer:
+        raise CommandError("no answer to the confirmation prompt on stdin (use --force)")
+    return answer.strip().lower() == "y"
+
+
+# ------------------------------------------------------------------------------ actions
+
+
+def add_acls(args: argparse.Namespace, store: AclFileStore) -> None:
+    if args.pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise UsageError(
+            f"A '--resource-pattern-type' value of '{args.pattern.name}' is not valid when adding acls."
+        )
+    resource_to_entries = filter_to_entries(args)
+    if any(not found for found in resource_to_entries.values()):
+        raise UsageError(
+            "You must specify one of: --allow-principal, --deny-principal when trying to add ACLs."
+        )
+    new = [_binding(r, e) for r, found in resource_to_entries.items() for e in found]
+    for binding in new:
+        binding.validate()  # as the broker would, before anything is written
+    for resource, found in resource_to_entries.items():
+        _print_block("Adding ACLs for resource", resource, found)
+    store.modify(lambda current: current + new, create=True)
+
+
+def remove_acls(args: argparse.Namespace, store: AclFileStore) -> None:
+    filters: list[AclBindingFilter] = []
+    for resource, found in filter_to_entries(args).items():
+        if not found:
+            prompt = f"Are you sure you want to delete all ACLs for resource filter `{text.resource_pattern(*resource)}`? (y/n)"  # fmt: skip
+            if _confirm(args, prompt):
+                filters.append(_filter(resource, None))
+        else:
+            prompt = f"Are you sure you want to remove ACLs: \n {_entry_lines(found)} \n from resource filter `{text.resource_pattern(*resource)}`? (y/n)"  # fmt: skip
+            if _confirm(args, prompt):
+                filters += [_filter(resource, e) for e in found]
+    if filters:
+        store.modify(lambda current: [b for b in current if not any(f.matches(b) for f in filters)])
+
+
+def list_acls(args: argparse.Namespace, store: AclFileStore) -> None:
+    filters = [_filter(r, None) for r in resource_filters(args, die_if_none=False)]
+    principals = _principals(args.principal)
+    bindings = store.load()
+    if filters:
+        bindings = [b for b in bindings if any(f.matches(b) for f in filters)]
+    grouped: dict[Resource, list[Entry]] = {}
+    for b in listing_order(bindings):
+        resource = (b.resource_type, b.resource_name, b.pattern_type)
+        grouped.setdefault(resource, []).append(
+            (b.principal, b.host, b.operation, b.permission_type)
+        )
+    if not principals:
+        for resource, found in grouped.items():
+            _print_block("Current ACLs for resource", resource, found)
+        return
+    for principal in principals:
+        print(f"ACLs for principal `{principal}`")
+        for resource, found in grouped.items():
+            mine = [e for e in found if e[0] == principal]
+            if mine:
+                _print_block("Current ACLs for resource", resource, mine)
+
+
+ACTIONS = {"add": add_acls, "remove": remove_acls, "list": list_acls}
+
+
+def run(args: argparse.Namespace) -> int:
+    parser = args._parser
+    try:
+        args.pattern = _pattern_type(args.resource_pattern_type)
+        check_args(args)
+        action = next(name for name in ACTIONS if getattr(args, name))
+        ACTIONS[action](args, AclFileStore(args.acl_file))
+    except UsageError as exc:
+        _usage_exit(parser, str(exc))
+    except (CommandError, AclFileError, InvalidAclError, ValueError, OSError) as exc:
+        print(f"Error while executing ACL command: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,138 @@
+"""Decide a file of authorization queries against an ACL file, exactly as the proxy would.
+
+Each input line is a JSON object:
+  {"principal": "User:bob", "host": "10.0.0.1", "operation": "READ",
+   "resource_type": "TOPIC", "resource_name": "orders"}
+and gives one output line: the same object plus "decision" ("ALLOWED" or "DENIED"), "rule"
+(ACL, SUPER_USER, NO_ACL_DEFAULT or DEFAULT_DENY) and "acl" (the deciding ACL, or null).
+
+Use it to unit-test a policy in CI: decisions are data, so the exit status is 0 whatever they
+are; it is 2 when the ACL file or a query line is unusable (then nothing is printed).
+
+examples:
+  aclgate check --acl-file acls.json --queries queries.jsonl
+  printf '%s\\n' '{"principal":"User:bob","host":"10.0.0.1","operation":"READ","resource_type":"TOPIC","resource_name":"orders"}' \\
+    | aclgate check --acl-file acls.json --queries -
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from authz.aclfile import AclFileError
+from authz.authorizer import Authorizer, Decision
+from authz.model import (
+    FILTER_ONLY_TYPES,
+    AclOperation,
+    ResourceType,
+    parse_enum,
+    parse_principal,
+)
+from proxy.aclstore import AclFileStore
+
+QUERY_FIELDS = ("principal", "host", "operation", "resource_type", "resource_name")
+
+
+class QueryError(ValueError):
+    """A query line that cannot be decided."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--acl-file", required=True, metavar="ACLS.json", help="the policy")
+    parser.add_argument(
+        "--queries",
+        required=True,
+        metavar="QUERIES.jsonl",
+        help="one JSON query per line; - for stdin",
+    )
+    parser.add_argument(
+        "--super-user",
+        action="append",
+        default=[],
+        metavar="User:x",
+        help="a super user (repeatable), allowed everything as by Kafka's super.users",
+    )
+    parser.add_argument(
+        "--allow-everyone-if-no-acl-found",
+        action="store_true",
+        help="allow when no ACL at all covers the resource (Kafka's allow.everyone.if.no.acl.found)",
+    )
+
+
+def parse_query(line: str) -> tuple[dict[str, Any], tuple]:
+    """The query object and the authorize() arguments it stands for."""
+    try:
+        query = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise QueryError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(query, dict):
+        raise QueryError("expected a JSON object")
+    for field in QUERY_FIELDS:
+        if not isinstance(query.get(field), str):
+            problem = "missing" if field not in query else "must be a string"
+            raise QueryError(f"field {field!r} {problem}")
+    try:
+        parse_principal(query["principal"])
+        operation = parse_enum(AclOperation, query["operation"])
+        resource_type = parse_enum(ResourceType, query["resource_type"])
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    if operation <= AclOperation.ANY:
+        raise QueryError(f"operation {operation.name} is a filter value, not an operation")
+    if resource_type in FILTER_ONLY_TYPES:
+        raise QueryError(f"resource_type {resource_type.name} is a filter value, not a type")
+    return query, (
+        query["principal"],
+        query["host"],
+        operation,
+        resource_type,
+        query["resource_name"],
+    )
+
+
+def render(query: dict[str, Any], decision: Decision) -> str:
+    out = {
+        **query,
+        "decision": decision.verdict,
+        "rule": decision.rule,
+        "acl": decision.acl.to_dict() if decision.acl is not None else None,
+    }
+    return json.dumps(out, ensure_ascii=False)
+
+
+def _read_queries(source: TextIO, name: str) -> list[tuple[dict[str, Any], tuple]]:
+    parsed = []
+    for number, line in enumerate(source, start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append(parse_query(line))
+        except QueryError as exc:
+            raise QueryError(f"{name}:{number}: {exc}") from None
+    return parsed
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        authorizer = Authorizer(
+            super_users=args.super_user,
+            allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
+        )
+        authorizer.load(AclFileStore(args.acl_file).load())
+        if args.queries == "-":
+            queries = _read_queries(sys.stdin, "<stdin>")
+        else:
+            with open(args.queries, encoding="utf-8") as f:
+                queries = _read_queries(f, args.queries)
+    except (AclFileError, QueryError, ValueError, OSError) as exc:
+        message = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else str(exc)
+        print(f"aclgate check: {message}", file=sys.stderr)
+        return 2
+    out = sys.stdout
+    for query, call in queries:
+        out.write(render(query, authorizer.authorize(*call)) + "\n")
+    out.flush()
+    return 0
