@@ -180,6 +180,14 @@ class KafkaAcls:
         """Delete all ACLs."""
         return self.remove_matching([self.filter()])
 
+    def wait_for(self, bindings: list[AclBinding], present: bool = True) -> None:
+        """Wait until `bindings` are all in force (present=True) or all gone (False), e.g.
+        after changing ACLs with kafka-acls (tests/kafka/tools.py) instead of this helper."""
+        if present:
+            self._wait(lambda have: all(b in have for b in bindings), f"ACLs {bindings} visible")
+        else:
+            self._wait(lambda have: not any(b in have for b in bindings), f"ACLs {bindings} gone")
+
     def _wait(self, ok, what: str) -> None:
         deadline = time.monotonic() + self.timeout
         for admin in self._admins:

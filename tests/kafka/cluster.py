@@ -648,6 +648,7 @@ class KafkaCluster:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM brokers, then controllers; wait; kill what is left; remove the temp dir."""
+        self._acls = None  # its Admin clients would keep reconnecting (and logging) otherwise
         self._stop_processes(timeout)
         self._cleanup_workdir()
 
