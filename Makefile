@@ -47,5 +47,11 @@ bench-authz: $(TEST_STAMP)  ## authorizer µs/call and load time (writes bench/r
 kafka-jars:  ## fetch Apache Kafka from Maven Central into tests/kafka/lib (cached)
 	@if [ -f tests/kafka/pom.xml ]; then $(MAKE) -s -C tests/kafka jars; fi
 
+kafka-up: $(TEST_STAMP) kafka-jars  ## start a local Apache Kafka for manual use (NODES=1|3, LISTENERS=PLAINTEXT,SASL_PLAINTEXT,SSL,SASL_SSL)
+	$(PY) -m tests.kafka.local up --nodes $(or $(NODES),1) $(if $(LISTENERS),--listeners $(LISTENERS))
+
+kafka-down:  ## stop the local Apache Kafka started by kafka-up
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m tests.kafka.local down
+
 clean:  ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache tests/kafka/lib

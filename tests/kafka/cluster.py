@@ -528,6 +528,8 @@ class KafkaCluster:
         broker_config: extra/overriding server.properties entries for every node.
         workdir: where node directories go (default: a new temp dir, removed on stop()
             unless `keep=True`).
+        base_port: fixed ports instead of free random ones: node i's client listeners get
+            base_port + 10*(i-1) + 0.., then INTERNAL; its CONTROLLER listener gets +9.
         detach: the JVMs outlive this Python process (for tests.kafka.local).
     """
 
@@ -545,6 +547,7 @@ class KafkaCluster:
         workdir: str | Path | None = None,
         keep: bool = False,
         host: str = "127.0.0.1",
+        base_port: int | None = None,
         start_timeout: float = 120.0,
         jvm_opts: Sequence[str] = BROKER_JVM_OPTS,
         detach: bool = False,
@@ -563,6 +566,7 @@ class KafkaCluster:
         self.super_users = ("User:ANONYMOUS", *super_users) if authorizer else ()
         self.broker_config = dict(broker_config or {})
         self.host = host
+        self.base_port = base_port
         self.start_timeout = start_timeout
         self.jvm_opts = tuple(jvm_opts)
         self.detach = detach
@@ -638,7 +642,7 @@ class KafkaCluster:
                 return self
             except KafkaStartError as exc:
                 last_error = exc
-                port_clash = "Address already in use" in str(exc)
+                port_clash = "Address already in use" in str(exc) and not self.base_port
                 self._stop_processes()
                 if not port_clash:
                     break
@@ -676,11 +680,24 @@ class KafkaCluster:
 
         # Ports: INTERNAL + client listeners on every node, CONTROLLER on controllers.
         names = [INTERNAL, *self.listener_protocols]
-        ports = iter(free_ports(len(names) * self.node_count + self.controller_count, self.host))
-        node_ports = {n.node_id: {name: next(ports) for name in names} for n in self.nodes}
-        for n in self.nodes:
-            if n.is_controller:
-                node_ports[n.node_id][CONTROLLER] = next(ports)
+        if self.base_port:
+            # node i: client listeners from base + 10*(i-1), INTERNAL next, CONTROLLER at +9
+            node_ports = {
+                n.node_id: {
+                    name: self.base_port + 10 * (n.node_id - 1) + j
+                    for j, name in enumerate([*self.listener_protocols, INTERNAL, CONTROLLER])
+                }
+                for n in self.nodes
+            }
+            for n in self.nodes:
+                node_ports[n.node_id][CONTROLLER] = self.base_port + 10 * (n.node_id - 1) + 9
+        else:
+            count = len(names) * self.node_count + self.controller_count
+            ports = iter(free_ports(count, self.host))
+            node_ports = {n.node_id: {name: next(ports) for name in names} for n in self.nodes}
+            for n in self.nodes:
+                if n.is_controller:
+                    node_ports[n.node_id][CONTROLLER] = next(ports)
         self.listeners = {
             name: Listener(
                 name=name,
