@@ -62,25 +62,19 @@ def acl_usage_table(spark: SparkSession, base: DataFrame, acls: AclSnapshot) -> 
 
 
 def usage_summary(usage: DataFrame, limit: int = 200) -> dict[str, Any]:
-    """Counts, the most used ACLs, and the unused / not-in-file ones (each list capped)."""
-    from pyspark.sql import functions as F
+    """Counts, the most used ACLs, and the unused / not-in-file ones (each list capped).
 
-    usage = usage.drop("first_used", "last_used")
-    counts = usage.agg(
-        F.count(F.when(F.col("in_acl_file"), 1)).alias("acls"),
-        F.count(F.when(F.col("unused"), 1)).alias("unused"),
-        F.count(F.when(~F.col("in_acl_file"), 1)).alias("not_in_acl_file"),
-    ).first()
-
-    def rows(frame: DataFrame) -> list[dict[str, Any]]:
-        return [row.asDict() for row in frame.limit(limit).collect()]
-
+    The usage table has one row per ACL, small enough to collect once.
+    """
+    rows = [row.asDict() for row in usage.drop("first_used", "last_used").collect()]
+    in_file = [r for r in rows if r["in_acl_file"]]
+    unused = [r for r in in_file if r["unused"]]
     return {
-        "acls": counts["acls"],
-        "used": counts["acls"] - counts["unused"],
-        "unused": counts["unused"],
-        "not_in_acl_file": counts["not_in_acl_file"],
-        "most_used": rows(usage.filter(F.col("decisions") > 0)),
-        "unused_acls": rows(usage.filter(F.col("unused"))),
-        "not_in_acl_file_acls": rows(usage.filter(~F.col("in_acl_file"))),
+        "acls": len(in_file),
+        "used": len(in_file) - len(unused),
+        "unused": len(unused),
+        "not_in_acl_file": len(rows) - len(in_file),
+        "most_used": [r for r in rows if r["decisions"] > 0][:limit],
+        "unused_acls": unused[:limit],
+        "not_in_acl_file_acls": [r for r in rows if not r["in_acl_file"]][:limit],
     }

@@ -8,6 +8,7 @@ cheap queries over that. Every sum is over `count`, because one aggregated line 
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from pipeline.schema import KEY_FIELDS
@@ -82,69 +83,76 @@ def totals(base: DataFrame) -> dict[str, Any]:
     """Event totals by decision, enforcement and rule, and how many distinct things were seen."""
     from pyspark.sql import functions as F
 
-    denied = F.col("decision") == "DENIED"
-    row = base.agg(
-        F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
-        F.coalesce(F.sum("lines"), F.lit(0)).alias("lines"),
-        F.coalesce(F.sum(F.when(~denied, F.col("events"))), F.lit(0)).alias("allowed"),
-        F.coalesce(F.sum(F.when(denied, F.col("events"))), F.lit(0)).alias("denied"),
-        F.coalesce(F.sum(F.when(denied & F.col("enforced"), F.col("events"))), F.lit(0)).alias(
-            "denied_enforced"
-        ),
-        F.coalesce(F.sum(F.when(denied & ~F.col("enforced"), F.col("events"))), F.lit(0)).alias(
-            "denied_dry_run"
-        ),
+    outcomes = (
+        base.groupBy("decision", "enforced", "rule")
+        .agg(
+            F.sum("events").alias("events"),
+            F.sum("lines").alias("lines"),
+            F.min(F.unix_micros("first_seen")).alias("first"),
+            F.max(F.unix_micros("last_seen")).alias("last"),
+        )
+        .collect()
+    )
+    distinct = base.agg(
         F.countDistinct("principal").alias("principals"),
         F.countDistinct("resource_type", "resource_name").alias("resources"),
         F.countDistinct(*KEY_FIELDS).alias("decision_keys"),
-        F.min(F.unix_micros("first_seen")).alias("first"),
-        F.max(F.unix_micros("last_seen")).alias("last"),
     ).first()
-    rules = {
-        r["rule"] or "NONE": r["events"]
-        for r in base.groupBy("rule").agg(F.sum("events").alias("events")).collect()
-    }
+
+    def total(rows: list, column: str = "events") -> int:
+        return sum(r[column] for r in rows)
+
+    denied = [r for r in outcomes if r["decision"] == "DENIED"]
+    rules: dict[str, int] = {}
+    for r in outcomes:
+        rules[r["rule"] or "NONE"] = rules.get(r["rule"] or "NONE", 0) + r["events"]
+    firsts = [r["first"] for r in outcomes if r["first"] is not None]
+    lasts = [r["last"] for r in outcomes if r["last"] is not None]
     return {
-        "events": row["events"],
-        "lines": row["lines"],
-        "decisions": {"ALLOWED": row["allowed"], "DENIED": row["denied"]},
-        "denied_enforced": row["denied_enforced"],
-        "denied_dry_run": row["denied_dry_run"],
+        "events": total(outcomes),
+        "lines": total(outcomes, "lines"),
+        "decisions": {"ALLOWED": total(outcomes) - total(denied), "DENIED": total(denied)},
+        "denied_enforced": total([r for r in denied if r["enforced"]]),
+        "denied_dry_run": total([r for r in denied if not r["enforced"]]),
         "rules": dict(sorted(rules.items())),
-        "distinct": {
-            "principals": row["principals"],
-            "resources": row["resources"],
-            "decision_keys": row["decision_keys"],
+        "distinct": distinct.asDict(),
+        "time_range": {
+            "first": from_micros(min(firsts)) if firsts else None,
+            "last": from_micros(max(lasts)) if lasts else None,
         },
-        "time_range": {"first": from_micros(row["first"]), "last": from_micros(row["last"])},
     }
 
 
-def _top(base: DataFrame, columns: tuple[str, ...], n: int, denied_only: bool) -> list[dict]:
-    from pyspark.sql import functions as F
-
-    frame = base.filter(F.col("decision") == "DENIED") if denied_only else base
-    rows = (
-        frame.groupBy(*columns)
-        .agg(F.sum("events").alias("events"))
-        .orderBy(F.desc("events"), *columns)
-        .limit(n)
-        .collect()
-    )
-    return [row.asDict() for row in rows]
+TOP_DIMENSIONS = {
+    "principals": ("principal",),
+    "resources": ("resource_type", "resource_name"),
+    "apis": ("api",),
+}
 
 
 def top_lists(base: DataFrame, n: int = 10) -> dict[str, list[dict]]:
-    """Top principals, resources and APIs, by volume and by denials."""
-    dimensions = {
-        "principals": ("principal",),
-        "resources": ("resource_type", "resource_name"),
-        "apis": ("api",),
+    """Top principals, resources and APIs, by volume and by denials (one Spark job)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    parts = []
+    for name, columns in TOP_DIMENSIONS.items():
+        label = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("label")
+        by_volume = base.groupBy(*columns).agg(F.sum("events").alias("events"))
+        denied = base.filter(F.col("decision") == "DENIED").groupBy(*columns)
+        by_denials = denied.agg(F.sum("events").alias("events"))
+        for kind, frame in ((f"{name}_by_volume", by_volume), (f"{name}_by_denials", by_denials)):
+            parts.append(frame.select(F.lit(kind).alias("list"), label, "events"))
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    rank = F.row_number().over(Window.partitionBy("list").orderBy(F.desc("events"), "label"))
+    rows = union.withColumn("rank", rank).filter(F.col("rank") <= n).collect()
+    out: dict[str, list[dict]] = {
+        f"{name}_by_{kind}": [] for name in TOP_DIMENSIONS for kind in ("volume", "denials")
     }
-    out: dict[str, list[dict]] = {}
-    for name, columns in dimensions.items():
-        out[f"{name}_by_volume"] = _top(base, columns, n, denied_only=False)
-        out[f"{name}_by_denials"] = _top(base, columns, n, denied_only=True)
+    for row in sorted(rows, key=lambda r: (r["list"], r["rank"])):
+        out[row["list"]].append({**json.loads(row["label"]), "events": row["events"]})
     return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.evaluate import Policy, evaluate_keys
+from pipeline.evaluate import INVALID_RULE, Policy, evaluate_keys
 from pipeline.output import write_csv, write_json, write_parquet
 from pipeline.schema import KEY_FIELDS
 
@@ -65,38 +65,72 @@ def compare(spark: SparkSession, events: DataFrame, policy: Policy) -> DataFrame
     )
 
 
-def _flip_rows(frame: DataFrame, limit: int) -> list[dict[str, Any]]:
+FLIPS = ("to_denied", "to_allowed", "dry_run_still_denied")
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    item = row.asDict()
+    acl = item.get("candidate_acl")
+    item["candidate_acl"] = acl.asDict() if acl is not None else None
+    item["client_ids"] = list(item.get("client_ids") or [])
+    item["apis"] = list(item.get("apis") or [])
+    item.pop("rank", None)
+    for moment in ("first_seen", "last_seen"):
+        item.pop(moment, None)
+    return item
+
+
+def _flip_lists(decisions: DataFrame, limit: int) -> dict[str, list[dict[str, Any]]]:
+    """The largest flips of each kind, and flips per principal (two Spark jobs)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    rows = frame.orderBy(F.desc("count"), *KEY_FIELDS).limit(limit).collect()
-    out = []
-    for row in rows:
-        item = {name: row[name] for name in KEY_FIELDS}
-        item.update(
-            count=row["count"],
-            recorded_decision=row["recorded_decision"],
-            enforced=row["enforced"],
-            candidate_decision=row["candidate_decision"],
-            candidate_rule=row["candidate_rule"],
-            candidate_acl=row["candidate_acl"].asDict() if row["candidate_acl"] else None,
-            client_ids=list(row["client_ids"] or []),
-            apis=list(row["apis"] or []),
+    flips = decisions.filter(F.col("flip").isNotNull())
+    by_count = Window.partitionBy("flip").orderBy(F.desc("count"), *KEY_FIELDS)
+    top = flips.withColumn("rank", F.row_number().over(by_count)).filter(F.col("rank") <= limit)
+    per_principal = flips.groupBy("flip", "principal").agg(
+        F.sum("count").alias("events"), F.countDistinct(*KEY_FIELDS).alias("keys")
+    )
+    by_events = Window.partitionBy("flip").orderBy(F.desc("events"), "principal")
+    ranked = per_principal.withColumn("rank", F.row_number().over(by_events))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in FLIPS:
+        out[f"{name}_list"] = []
+        out[f"{name}_by_principal"] = []
+    for row in sorted(top.collect(), key=lambda r: r["rank"]):
+        out[f"{row['flip']}_list"].append(_row_dict(row))
+    for row in sorted(ranked.filter(F.col("rank") <= limit).collect(), key=lambda r: r["rank"]):
+        out[f"{row['flip']}_by_principal"].append(
+            {"principal": row["principal"], "events": row["events"], "keys": row["keys"]}
         )
-        out.append(item)
     return out
 
 
-def _by_principal(frame: DataFrame) -> list[dict[str, Any]]:
+def _flip_counts(decisions: DataFrame) -> dict[str, Any]:
+    """Events and distinct keys per flip kind and in total (one Spark job)."""
     from pyspark.sql import functions as F
 
     rows = (
-        frame.groupBy("principal")
-        .agg(F.sum("count").alias("events"), F.count(F.lit(1)).alias("keys"))
-        .orderBy(F.desc("events"), "principal")
-        .limit(LIST_LIMIT)
+        decisions.rollup("flip")
+        .agg(
+            F.grouping("flip").alias("total"),
+            F.coalesce(F.sum("count"), F.lit(0)).alias("events"),
+            F.countDistinct(*KEY_FIELDS).alias("keys"),
+            F.count(F.when(F.col("candidate_rule") == INVALID_RULE, 1)).alias("invalid"),
+        )
         .collect()
     )
-    return [row.asDict() for row in rows]
+    summary: dict[str, Any] = {"events": 0, "decision_keys": 0, "invalid_keys": 0}
+    for name in (*FLIPS, "unchanged"):
+        summary[name] = {"events": 0, "keys": 0}
+    for row in rows:
+        if row["total"]:
+            summary.update(
+                events=row["events"], decision_keys=row["keys"], invalid_keys=row["invalid"]
+            )
+        else:
+            summary[row["flip"] or "unchanged"] = {"events": row["events"], "keys": row["keys"]}
+    return summary
 
 
 def write_whatif(
@@ -112,30 +146,12 @@ def write_whatif(
     try:
         write_parquet(decisions, out / "decisions")
         summary: dict[str, Any] = dict(header or {})
-        counts = decisions.groupBy("flip").agg(
-            F.sum("count").alias("events"), F.count(F.lit(1)).alias("keys")
-        )
-        by_flip = {row["flip"]: (row["events"], row["keys"]) for row in counts.collect()}
-        total = decisions.agg(
-            F.coalesce(F.sum("count"), F.lit(0)).alias("events"),
-            F.countDistinct(*KEY_FIELDS).alias("keys"),
-            F.count(F.when(F.col("candidate_rule") == "INVALID_KEY", 1)).alias("invalid"),
-        ).first()
-        summary["events"] = total["events"]
-        summary["decision_keys"] = total["keys"]
-        summary["invalid_keys"] = total["invalid"]
-        for name in ("to_denied", "to_allowed", "dry_run_still_denied"):
-            events, keys = by_flip.get(name, (0, 0))
-            summary[name] = {"events": events, "keys": keys}
-        unchanged_events, unchanged_keys = by_flip.get(None, (0, 0))
-        summary["unchanged"] = {"events": unchanged_events, "keys": unchanged_keys}
-        for name in ("to_denied", "to_allowed", "dry_run_still_denied"):
+        summary.update(_flip_counts(decisions))
+        for name in ("to_denied", "to_allowed"):
             flips = decisions.filter(F.col("flip") == name).drop("flip")
-            if name != "dry_run_still_denied":
-                write_parquet(flips, out / name / "parquet")
-                write_csv(flips.drop("candidate_acl"), out / name / "csv")
-            summary[f"{name}_list"] = _flip_rows(flips, LIST_LIMIT)
-            summary[f"{name}_by_principal"] = _by_principal(flips)
+            write_parquet(flips, out / name / "parquet")
+            write_csv(flips.drop("candidate_acl"), out / name / "csv")
+        summary.update(_flip_lists(decisions, LIST_LIMIT))
         write_json(summary, out / "summary.json")
         return summary
     finally:
