@@ -1,0 +1,124 @@
+"""ApiVersions: trim what the broker advertises to what the proxy can handle (fail closed).
+
+The response is rewritten by splicing: only the api_keys array is rebuilt (entries kept by
+slicing, min/max patched), while throttle time and the top-level tagged fields (supported and
+finalized features) are copied verbatim, so a broker that adds a tag cannot break the proxy.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+
+from kio.serial.readers import read_unsigned_varint
+
+from protocol.codec import MalformedResponse
+from protocol.header import skip_tagged_fields
+
+API_VERSIONS = 18
+UNSUPPORTED_VERSION = 35
+_H = struct.Struct(">h")
+_ENTRY = struct.Struct(">hhh")
+_FIRST_FLEXIBLE = 3
+_PRODUCE = 0
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def trim_api_versions(
+    frame: bytes | memoryview,
+    api_version: int,
+    allowed: Mapping[int, tuple[int, int]],
+    dropped: set[int] | None = None,
+) -> bytes:
+    """Rewrite a framed ApiVersions response so only `allowed` keys and versions remain.
+
+    `allowed` maps api_key -> (min, max) the proxy accepts. Each advertised range is clamped
+    to the intersection; keys outside `allowed` or with an empty intersection are dropped
+    (their numbers are added to `dropped` for logging). Produce keeps the broker's minimum
+    (KAFKA-18659: old librdkafka derives features from it); the proxy still refuses v0-2.
+    """
+    # Response header is always v0 for ApiVersions: size(4) + correlation id(4).
+    body = 8
+    try:
+        (error_code,) = _H.unpack_from(frame, body)
+        # An error answer (e.g. 35 from an older broker) always carries a v0 body.
+        flexible = api_version >= _FIRST_FLEXIBLE and error_code == 0
+        pos = body + 2
+        if flexible:
+            count, n = read_unsigned_varint(frame, pos)
+            count -= 1
+        else:
+            (count,) = struct.unpack_from(">i", frame, pos)
+            n = 4
+        pos += n
+        kept: list[bytes] = []
+        for _ in range(max(count, 0)):
+            key, lo, hi = _ENTRY.unpack_from(frame, pos)
+            entry_end = pos + 6
+            if flexible:
+                entry_end = skip_tagged_fields(frame, entry_end)
+            tags = bytes(frame[pos + 6 : entry_end])
+            pos = entry_end
+            ours = allowed.get(key)
+            if ours is None:
+                if dropped is not None:
+                    dropped.add(key)
+                continue
+            new_lo = lo if key == _PRODUCE else max(lo, ours[0])
+            new_hi = min(hi, ours[1])
+            if new_hi < max(lo, ours[0]):
+                if dropped is not None:
+                    dropped.add(key)
+                continue
+            kept.append(_ENTRY.pack(key, new_lo, new_hi) + tags)
+        rest = bytes(frame[pos:])
+    except (struct.error, ValueError, IndexError) as exc:
+        raise MalformedResponse(f"cannot parse ApiVersions v{api_version} response: {exc}") from exc
+    length = _uvarint(len(kept) + 1) if flexible else struct.pack(">i", len(kept))
+    payload = bytes(frame[4 : body + 2]) + length + b"".join(kept) + rest
+    return struct.pack(">i", len(payload)) + payload
+
+
+def unsupported_version_response(correlation_id: int, max_version: int) -> bytes:
+    """Kafka's KIP-511 answer to an ApiVersions version it cannot parse: a v0 body with
+    UNSUPPORTED_VERSION and ApiVersions' own range, so the client retries lower."""
+    payload = struct.pack(">ihi", correlation_id, UNSUPPORTED_VERSION, 1) + _ENTRY.pack(
+        API_VERSIONS, 0, max_version
+    )
+    return struct.pack(">i", len(payload)) + payload
+
+
+def local_api_versions_response(
+    correlation_id: int, api_version: int, ranges: Mapping[int, tuple[int, int]]
+) -> bytes:
+    """An ApiVersions answer built by the proxy itself (used before SASL authentication,
+    from ranges cached off the upstream)."""
+    entries = [
+        _ENTRY.pack(k, lo, hi) + (b"\0" if api_version >= _FIRST_FLEXIBLE else b"")
+        for k, (lo, hi) in sorted(ranges.items())
+    ]
+    if api_version >= _FIRST_FLEXIBLE:
+        body = (
+            _H.pack(0)
+            + _uvarint(len(entries) + 1)
+            + b"".join(entries)
+            + struct.pack(">i", 0)
+            + b"\0"
+        )
+    else:
+        body = _H.pack(0) + struct.pack(">i", len(entries)) + b"".join(entries)
+        if api_version >= 1:
+            body += struct.pack(">i", 0)
+    payload = struct.pack(">i", correlation_id) + body
+    return struct.pack(">i", len(payload)) + payload

@@ -1,0 +1,109 @@
+"""Decode and encode whole messages with kio, with the guards kio itself lacks.
+
+kio does not check for trailing bytes and drops unknown tagged fields on re-encode, so these
+helpers are used only where a message must be understood or rewritten; everything else is
+forwarded or spliced as bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+from kio.index import KioIndexError
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+
+from protocol.header import MalformedRequest, RequestHeader, skip_tagged_fields
+from protocol.versions import request_class, response_class
+
+_SIZE = struct.Struct(">i")
+#: what a kio read can raise on bad or unexpected input
+DECODE_ERRORS = (KioIndexError, SerialError, KeyError, ValueError, IndexError, struct.error)
+ENCODE_ERRORS = (SerialError, struct.error, ValueError, TypeError, OverflowError)
+
+
+class MalformedResponse(Exception):
+    """An upstream response the proxy must rewrite could not be parsed: fail closed."""
+
+
+def decode_request(frame: bytes | memoryview, header: RequestHeader) -> Any:
+    """The request body as a kio entity; MalformedRequest on bad or trailing bytes."""
+    cls = request_class(header.api_key, header.api_version)
+    try:
+        body, used = entity_reader(cls)(frame, header.body_offset)
+    except DECODE_ERRORS as exc:
+        raise MalformedRequest(
+            f"cannot decode {cls.__name__} v{header.api_version}: {exc!r}"
+        ) from exc
+    if header.body_offset + used != len(frame):
+        raise MalformedRequest(
+            f"{cls.__name__} v{header.api_version} has {len(frame) - header.body_offset - used} trailing bytes"
+        )
+    return body
+
+
+def response_body_offset(frame: bytes | memoryview, api_key: int, api_version: int) -> int:
+    """Offset of the body in a framed response: after size, correlation id and header tags."""
+    header_cls = response_class(api_key, api_version).__header_schema__
+    return skip_tagged_fields(frame, 8) if header_cls.__flexible__ else 8
+
+
+def decode_response(frame: bytes | memoryview, api_key: int, api_version: int) -> Any:
+    cls = response_class(api_key, api_version)
+    try:
+        offset = response_body_offset(frame, api_key, api_version)
+        body, used = entity_reader(cls)(frame, offset)
+    except DECODE_ERRORS as exc:
+        raise MalformedResponse(f"cannot decode {cls.__name__} v{api_version}: {exc!r}") from exc
+    if offset + used != len(frame):
+        raise MalformedResponse(f"{cls.__name__} v{api_version} has trailing bytes")
+    return body
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    """A framed response: size, header (v0 or v1 as the class says), body."""
+    header_cls = type(body).__header_schema__
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    try:
+        entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
+        entity_writer(type(body))(out, body)
+    except ENCODE_ERRORS as exc:
+        raise MalformedResponse(f"cannot encode {type(body).__name__}: {exc!r}") from exc
+    data = out.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def encode_entity(body: Any) -> bytes:
+    """One entity's bytes (no header, no size): for splicing into an existing message."""
+    out = io.BytesIO()
+    entity_writer(type(body))(out, body)
+    return out.getvalue()
+
+
+def frame_with_size(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+def encode_request(correlation_id: int, body: Any, client_id: str | None = "aclgate") -> bytes:
+    """A framed request built by the proxy itself (control connection, upstream SASL)."""
+    header_cls = body.__header_schema__
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    try:
+        header = header_cls(
+            request_api_key=body.__api_key__,
+            request_api_version=body.__version__,
+            correlation_id=correlation_id,
+            client_id=client_id,
+        )
+        entity_writer(header_cls)(out, header)
+        entity_writer(type(body))(out, body)
+    except ENCODE_ERRORS as exc:
+        raise MalformedRequest(f"cannot encode {type(body).__name__}: {exc!r}") from exc
+    data = out.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    return bytes(data)

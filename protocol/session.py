@@ -1,0 +1,445 @@
+"""One client connection's protocol engine, sans-IO.
+
+The IO layer feeds it the bytes read from the client and from the upstream broker; it calls
+back `SessionIO` to write, close and pause. Its jobs:
+
+* cut requests into frames and dispatch each by API key to a handler (forward as is, forward
+  with a response rewrite, answer locally, or close);
+* keep responses in request order: a FIFO of slots, one per request that expects a response.
+  Local answers fill their slot at once but are written only when every earlier slot has been
+  written, so they never overtake responses still on their way from the broker;
+* stream pass-through responses to the client chunk by chunk (a 50 MB fetch response is never
+  held in memory) and buffer only responses that must be rewritten;
+* bound the requests in flight: past `max_in_flight` further frames wait in a backlog and the
+  client's reads are paused until responses drain.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from protocol.codec import MalformedResponse
+from protocol.framing import DEFAULT_MAX_FRAME, Frame, FrameSplitter, FrameTooLarge
+from protocol.header import MalformedRequest, RequestHeader, UnknownApi, parse_request_header
+
+_SIZE_CORR = struct.Struct(">ii")
+
+#: rewrites a complete framed response; returns the framed bytes to send to the client
+ResponseRewriter = Callable[["ProxySession", "Slot", Frame], bytes | memoryview]
+#: handles one request frame on behalf of the session
+RequestHandler = Callable[["ProxySession", RequestHeader, Frame], None]
+
+
+class SessionIO(Protocol):
+    """What the IO layer provides to a session."""
+
+    def write_client(self, data: bytes | memoryview) -> None: ...
+
+    def write_upstream(self, data: bytes | memoryview) -> None: ...
+
+    def close(self, reason: str, kind: str | None) -> None:
+        """Close both sides. `kind` names a problem (for metrics and a warning), None is a
+        deliberate close such as Kafka's acks=0 denial."""
+
+    def pause_client_reading(self) -> None: ...
+
+    def resume_client_reading(self) -> None: ...
+
+
+class SessionObserver(Protocol):
+    """Metrics and logging hooks; all optional to implement meaningfully."""
+
+    def request(self, header: RequestHeader, size: int) -> None: ...
+
+    def response(self, api_key: int, size: int, local: bool) -> None: ...
+
+    def refused(self, api_key: int) -> None:
+        """A request with an API key or version the proxy does not serve."""
+
+
+class _NullObserver:
+    def request(self, header: RequestHeader, size: int) -> None:
+        pass
+
+    def response(self, api_key: int, size: int, local: bool) -> None:
+        pass
+
+    def refused(self, api_key: int) -> None:
+        pass
+
+
+class Slot:
+    """A place in the response order. Filled by the upstream or by the proxy itself."""
+
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "close_after",
+        "correlation_id",
+        "data",
+        "done",
+        "rewrite",
+        "state",
+    )
+
+    def __init__(
+        self,
+        correlation_id: int,
+        api_key: int,
+        api_version: int,
+        rewrite: ResponseRewriter | None = None,
+        state: Any = None,
+    ):
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.rewrite = rewrite
+        #: whatever the handler needs to rewrite the response (e.g. denied entries to merge)
+        self.state = state
+        self.data: bytes | memoryview | None = None
+        self.done = False
+        self.close_after: str | None = None
+
+
+@dataclass
+class SessionConfig:
+    """Shared, read-mostly settings for every session of a listener."""
+
+    handlers: Mapping[int, RequestHandler]
+    #: api_key -> (min, max) request versions this proxy accepts
+    allowed_versions: Mapping[int, tuple[int, int]]
+    #: maps upstream node ids to the proxy's addresses for them (address rewriting)
+    directory: Any = None
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_in_flight: int = 1000
+    #: called with (header) for an ApiVersions request newer than the proxy can parse
+    unsupported_api_versions: Callable[[int], bytes] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class ProxySession:
+    """Per-connection engine; see the module docstring."""
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        io: SessionIO,
+        observer: SessionObserver | None = None,
+        context: Any = None,
+    ):
+        self.config = config
+        self.io = io
+        self.observer = observer or _NullObserver()
+        #: whatever the IO layer wants handlers to see (principal, host, listener, ...)
+        self.context = context
+        self.closed = False
+        self._handlers = config.handlers
+        self._allowed = config.allowed_versions
+        self._splitter = FrameSplitter(config.max_frame)
+        self._fifo: deque[Slot] = deque()  # client order
+        self._awaiting: deque[Slot] = deque()  # sent upstream, response not yet started
+        self._backlog: deque[Frame] = deque()
+        self._stalls = 0
+        self._draining = False
+        self._client_paused = False
+        self._to_upstream: list[bytes | memoryview] = []
+        self._to_client: list[bytes | memoryview] = []
+        # response stream state
+        self._head = bytearray()
+        self._stream_left = 0  # bytes of a streamed response still to relay
+        self._buffer_left = 0  # bytes of a buffered response still to collect
+        self._rbuf = bytearray()
+        self._rslot: Slot | None = None
+
+    # ------------------------------------------------------------------ client side
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._fifo)
+
+    def set_max_frame(self, size: int) -> None:
+        """E.g. a small cap before SASL authentication, the full one after."""
+        self._splitter.max_size = size
+
+    def client_data(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            frames = self._splitter.feed(data)
+        except FrameTooLarge as exc:
+            self.fail(f"request {exc}; closing (Kafka closes too)", "frame_too_large")
+            return
+        if self._backlog or self._stalls:
+            self._backlog.extend(frames)
+        else:
+            limit = self.config.max_in_flight
+            for i, frame in enumerate(frames):
+                if len(self._fifo) >= limit:
+                    self._backlog.extend(frames[i:])
+                    break
+                self._process(frame)
+                if self.closed or self._stalls:
+                    self._backlog.extend(frames[i + 1 :])
+                    break
+        self._update_pause()
+        self._flush()
+
+    def _drain_backlog(self) -> None:
+        if self._draining:  # a local answer completed while we were already draining
+            return
+        self._draining = True
+        try:
+            limit = self.config.max_in_flight
+            backlog = self._backlog
+            while backlog and not self._stalls and not self.closed and len(self._fifo) < limit:
+                self._process(backlog.popleft())
+        finally:
+            self._draining = False
+        self._update_pause()
+
+    def _update_pause(self) -> None:
+        want_pause = bool(self._backlog) or len(self._fifo) >= self.config.max_in_flight
+        if want_pause != self._client_paused and not self.closed:
+            self._client_paused = want_pause
+            if want_pause:
+                self.io.pause_client_reading()
+            else:
+                self.io.resume_client_reading()
+
+    def _process(self, frame: Frame) -> None:
+        try:
+            header = parse_request_header(frame)
+        except UnknownApi as exc:
+            if exc.api_key == 18 and self.config.unsupported_api_versions is not None:
+                # KIP-511: answer an ApiVersions newer than we parse with UNSUPPORTED_VERSION.
+                slot = Slot(exc.correlation_id, 18, exc.api_version)
+                self._fifo.append(slot)
+                self._fill(slot, self.config.unsupported_api_versions(exc.correlation_id))
+                return
+            self.observer.refused(exc.api_key)
+            self.fail(f"{exc}; closing (not advertised, as Kafka would)", "unsupported_api")
+            return
+        except MalformedRequest as exc:
+            self.fail(f"malformed request header: {exc}", "malformed_request")
+            return
+        allowed = self._allowed.get(header.api_key)
+        handler = self._handlers.get(header.api_key)
+        if allowed is None or handler is None:
+            self.observer.refused(header.api_key)
+            self.fail(
+                f"api_key={header.api_key} is not supported by the proxy; closing",
+                "unsupported_api",
+            )
+            return
+        if not allowed[0] <= header.api_version <= allowed[1]:
+            self.observer.refused(header.api_key)
+            self.fail(
+                f"api_key={header.api_key} api_version={header.api_version} is outside the "
+                f"advertised range {allowed[0]}-{allowed[1]}; closing",
+                "unsupported_api",
+            )
+            return
+        self.observer.request(header, len(frame))
+        try:
+            handler(self, header, frame)
+        except MalformedRequest as exc:
+            self.fail(
+                f"malformed api_key={header.api_key} v{header.api_version} request: {exc}",
+                "malformed_request",
+            )
+
+    # ------------------------------------------------------------ handler primitives
+
+    def forward(
+        self,
+        header: RequestHeader,
+        frame: bytes | memoryview,
+        rewrite: ResponseRewriter | None = None,
+        state: Any = None,
+    ) -> Slot:
+        """Send `frame` upstream; the response (optionally rewritten) fills the slot."""
+        slot = Slot(header.correlation_id, header.api_key, header.api_version, rewrite, state)
+        self._fifo.append(slot)
+        self._awaiting.append(slot)
+        self._to_upstream.append(frame)
+        return slot
+
+    def forward_without_response(self, frame: bytes | memoryview) -> None:
+        """Produce with acks=0: the broker sends nothing back, so no slot."""
+        self._to_upstream.append(frame)
+
+    def respond(self, header: RequestHeader, response: bytes) -> None:
+        """A locally built framed response, delivered in request order."""
+        slot = Slot(header.correlation_id, header.api_key, header.api_version)
+        self._fifo.append(slot)
+        self._fill(slot, response)
+
+    def close_after_flush(self, reason: str) -> None:
+        """Write every response ahead of this point, then close (Produce acks=0 denial)."""
+        slot = Slot(-1, -1, -1)
+        slot.close_after = reason
+        slot.done = True
+        self._fifo.append(slot)
+        self._backlog.clear()
+
+    def placeholder(self, header: RequestHeader) -> Slot:
+        """A slot to be filled later with `complete` (e.g. after an async lookup)."""
+        slot = Slot(header.correlation_id, header.api_key, header.api_version)
+        self._fifo.append(slot)
+        return slot
+
+    def complete(self, slot: Slot, response: bytes) -> None:
+        self._fill(slot, response)
+        self._flush()
+
+    def stall(self) -> None:
+        """Hold further requests (they wait in the backlog) until `resume`."""
+        self._stalls += 1
+
+    def resume(self) -> None:
+        self._stalls -= 1
+        if not self._stalls:
+            self._drain_backlog()
+            self._flush()
+
+    def fail(self, reason: str, kind: str = "protocol_error") -> None:
+        """Protocol violation: close both sides now, nothing more is written."""
+        if not self.closed:
+            self.closed = True
+            self._to_client.clear()
+            self._to_upstream.clear()
+            self.io.close(reason, kind)
+
+    # ------------------------------------------------------------------ upstream side
+
+    def upstream_data(self, data: bytes) -> None:
+        if self.closed:
+            return
+        view = memoryview(data)
+        pos, end = 0, len(data)
+        try:
+            while pos < end and not self.closed:
+                if self._stream_left:
+                    take = min(self._stream_left, end - pos)
+                    self._to_client.append(view[pos : pos + take])
+                    pos += take
+                    self._stream_left -= take
+                    if not self._stream_left:
+                        self._end_streamed()
+                elif self._buffer_left:
+                    take = min(self._buffer_left, end - pos)
+                    self._rbuf += view[pos : pos + take]
+                    pos += take
+                    self._buffer_left -= take
+                    if not self._buffer_left:
+                        buf, self._rbuf = self._rbuf, bytearray()
+                        self._end_buffered(memoryview(buf).toreadonly())
+                elif self._head or end - pos < 8:
+                    take = min(8 - len(self._head), end - pos)
+                    self._head += view[pos : pos + take]
+                    pos += take
+                    if len(self._head) == 8:
+                        head, self._head = bytes(self._head), bytearray()
+                        self._start_response(head, None, 0, 0)
+                else:
+                    pos = self._start_response(view[pos : pos + 8], view, pos, end)
+        except MalformedResponse as exc:
+            self.fail(f"cannot rewrite upstream response: {exc}", "bad_upstream_response")
+            return
+        self._flush()
+
+    def _start_response(
+        self, head: bytes | memoryview, view: memoryview | None, pos: int, end: int
+    ) -> int:
+        """Begin a response whose 8-byte head (size, correlation id) is `head`.
+
+        When the head lies inside `view` at `pos`, returns the position after what was
+        consumed; a buffered response found complete in `view` is handled zero-copy.
+        """
+        size, correlation_id = _SIZE_CORR.unpack_from(head)
+        if not self._awaiting:
+            self.fail(
+                f"unexpected response (correlation id {correlation_id}) from upstream",
+                "bad_upstream_response",
+            )
+            return end
+        slot = self._awaiting.popleft()
+        if correlation_id != slot.correlation_id:
+            self.fail(
+                f"upstream answered correlation id {correlation_id}, expected {slot.correlation_id}",
+                "bad_upstream_response",
+            )
+            return end
+        if size < 4:
+            self.fail(f"upstream sent a response frame of {size} bytes", "bad_upstream_response")
+            return end
+        left = size - 4
+        self._rslot = slot
+        if slot.rewrite is None and self._fifo[0] is slot:
+            self._to_client.append(head)
+            self._stream_left = left
+            if not left:
+                self._end_streamed()
+            return pos + 8
+        if view is not None and pos + 8 + left <= end:
+            self._end_buffered(view[pos : pos + 8 + left])
+            return pos + 8 + left
+        self._rbuf = bytearray(head)
+        self._buffer_left = left
+        if not left:
+            self._end_buffered(memoryview(bytes(self._rbuf)))
+            self._rbuf = bytearray()
+        return pos + 8
+
+    def _end_streamed(self) -> None:
+        slot = self._rslot
+        self._rslot = None
+        self._fifo.popleft()
+        self.observer.response(slot.api_key, -1, False)
+        self._collect()
+
+    def _end_buffered(self, frame: memoryview) -> None:
+        slot = self._rslot
+        self._rslot = None
+        out = frame if slot.rewrite is None else slot.rewrite(self, slot, frame)
+        self._fill(slot, out)
+        self.observer.response(slot.api_key, len(out), False)
+
+    # ------------------------------------------------------------------------ output
+
+    def _fill(self, slot: Slot, data: bytes | memoryview) -> None:
+        slot.data = data
+        slot.done = True
+        self._collect()
+
+    def _collect(self) -> None:
+        """Move completed slots from the head of the FIFO to the client output."""
+        fifo = self._fifo
+        while fifo and fifo[0].done:
+            slot = fifo.popleft()
+            if slot.close_after is not None:
+                self._flush()
+                if not self.closed:
+                    self.closed = True
+                    self.io.close(slot.close_after, None)
+                return
+            self._to_client.append(slot.data)
+        if self._backlog:
+            self._drain_backlog()
+        elif self._client_paused:
+            self._update_pause()
+
+    def _flush(self) -> None:
+        if self.closed:
+            return
+        up, client = self._to_upstream, self._to_client
+        if up:
+            self.io.write_upstream(up[0] if len(up) == 1 else b"".join(up))
+            up.clear()
+        if client:
+            self.io.write_client(client[0] if len(client) == 1 else b"".join(client))
+            client.clear()

@@ -1,0 +1,63 @@
+"""Run aclgate in front of a Kafka cluster.
+
+Clients connect to --listen as their bootstrap server. The proxy answers them with its own
+address for every broker: each upstream broker id gets a proxy port (fixed with --node-port,
+or taken from --broker-ports as brokers appear), so clients never see a real broker address.
+
+example:
+  aclgate serve --upstream kafka-1:9092 --upstream kafka-2:9092 \\
+      --listen 0.0.0.0:9092 --advertised-host proxy.example.com \\
+      --broker-ports 19092-19191 --metrics-listen 0.0.0.0:9404
+
+Every flag can also be set in a TOML file given with --config (same names, with
+underscores: upstream = ["kafka-1:9092"], broker_ports = "19092-19191"); flags win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from proxy.config import ConfigError, add_arguments, from_args
+from proxy.logs import configure_logging
+
+log = logging.getLogger("aclgate")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_arguments(parser)
+
+
+async def _serve(server) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    try:
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        await server.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = from_args(args)
+    except ConfigError as exc:
+        print(f"aclgate serve: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.log_level)
+    import uvloop
+
+    from proxy.server import ProxyServer
+
+    try:
+        uvloop.run(_serve(ProxyServer(config)))
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    return 0

@@ -1,0 +1,289 @@
+"""Proxy configuration: one dataclass drives the TOML file, the command-line flags and validation.
+
+Each field's metadata carries its help text and parser; `aclgate serve` builds its flags from
+it and the TOML loader accepts exactly the same keys (snake_case, dashes also accepted), so
+the two can never drift apart. Command-line flags override the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A setting is missing or invalid; the message names the setting and the problem."""
+
+
+def parse_host_port(value: str, default_host: str | None = None) -> tuple[str, int]:
+    """`host:port`, `[v6::addr]:port`, or `:port` (with a default host)."""
+    text = value.strip()
+    if text.startswith("["):
+        host, sep, port = text[1:].partition("]:")
+    else:
+        host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ConfigError(f"{value!r} is not HOST:PORT")
+    host = host or default_host or ""
+    if not host:
+        raise ConfigError(f"{value!r} has no host")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"{value!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"{value!r}: port {number} is out of range")
+    return host, number
+
+
+def parse_node_port(value: str) -> tuple[int, int]:
+    node, sep, port = value.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        node_id, number = int(node), int(port)
+    except ValueError:
+        raise ConfigError(f"{value!r} is not NODE_ID=PORT") from None
+    if not 1 <= number <= 65535:
+        raise ConfigError(f"{value!r}: port {number} is out of range")
+    return node_id, number
+
+
+def parse_port_range(value: str) -> tuple[int, int]:
+    first, sep, last = value.partition("-")
+    try:
+        lo, hi = int(first), int(last)
+    except ValueError:
+        raise ConfigError(f"{value!r} is not FIRST-LAST (e.g. 19092-19191)") from None
+    if not sep or not 1 <= lo <= hi <= 65535:
+        raise ConfigError(f"{value!r} is not a port range FIRST-LAST with FIRST <= LAST")
+    return lo, hi
+
+
+def parse_api_cap(value: str) -> tuple[int, int]:
+    key, sep, version = value.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return int(key), int(version)
+    except ValueError:
+        raise ConfigError(f"{value!r} is not API_KEY=MAX_VERSION (e.g. 1=12)") from None
+
+
+def parse_size(value: str | int) -> int:
+    """Bytes, with an optional KiB/MiB/GiB suffix."""
+    if isinstance(value, int):
+        return value
+    text = value.strip()
+    for suffix, factor in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
+        if text.endswith(suffix):
+            text, scale = text[: -len(suffix)], factor
+            break
+    else:
+        scale = 1
+    try:
+        return int(float(text) * scale)
+    except ValueError:
+        raise ConfigError(f"{value!r} is not a size in bytes (e.g. 104857600 or 100MiB)") from None
+
+
+def _setting(
+    default: Any = None,
+    *,
+    help: str,
+    parse: Callable[[str], Any] | None = None,
+    metavar: str | None = None,
+    multiple: bool = False,
+    choices: Sequence[str] | None = None,
+    flag: str | None = None,
+) -> Any:
+    meta = {
+        "help": help,
+        "parse": parse,
+        "metavar": metavar,
+        "multiple": multiple,
+        "choices": choices,
+        "flag": flag,
+    }
+    if multiple or isinstance(default, dict):
+        factory = (lambda d=default: type(d)(d)) if default is not None else list
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ProxyConfig:
+    """Everything `aclgate serve` needs; see `aclgate serve --help`."""
+
+    upstream: list[tuple[str, int]] = _setting(
+        multiple=True,
+        parse=parse_host_port,
+        metavar="HOST:PORT",
+        help="bootstrap server of the Kafka cluster to protect (repeatable; tried in order)",
+    )
+    listen: tuple[str, int] = _setting(
+        ("127.0.0.1", 9092),
+        parse=lambda v: parse_host_port(v, "0.0.0.0"),
+        metavar="HOST:PORT",
+        help="where clients connect: the bootstrap address you give them (default 127.0.0.1:9092)",
+    )
+    advertised_host: str | None = _setting(
+        metavar="HOST",
+        help="host name clients are told to use for the per-broker ports "
+        "(default: the --listen host, or 127.0.0.1 when listening on 0.0.0.0)",
+    )
+    node_port: dict[int, int] = _setting(
+        {},
+        multiple=True,
+        parse=parse_node_port,
+        metavar="NODE_ID=PORT",
+        help="fixed proxy port for one upstream broker id (repeatable)",
+    )
+    broker_ports: tuple[int, int] | None = _setting(
+        parse=parse_port_range,
+        metavar="FIRST-LAST",
+        help="ports handed out to broker ids as they appear in metadata "
+        "(default: ephemeral ports chosen by the OS)",
+    )
+    metrics_listen: tuple[str, int] | None = _setting(
+        parse=lambda v: parse_host_port(v, "0.0.0.0"),
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz here (default: off)",
+    )
+    log_level: str = _setting(
+        "INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log verbosity (default INFO)",
+    )
+    max_frame_bytes: int = _setting(
+        104_857_600,
+        parse=parse_size,
+        metavar="BYTES",
+        help="largest request accepted, like Kafka's socket.request.max.bytes (default 100MiB)",
+    )
+    max_in_flight: int = _setting(
+        1000,
+        parse=int,
+        metavar="N",
+        help="requests in flight per connection before the proxy stops reading (default 1000)",
+    )
+    api_version_cap: dict[int, int] = _setting(
+        {},
+        multiple=True,
+        parse=parse_api_cap,
+        metavar="API_KEY=MAX",
+        help="advertise at most this version of an API, e.g. 1=12 (Fetch without topic ids) "
+        "(repeatable)",
+    )
+    connect_timeout: float = _setting(
+        10.0, parse=float, metavar="SECONDS", help="upstream connect timeout (default 10)"
+    )
+
+    # ------------------------------------------------------------------ derived values
+
+    @property
+    def client_host(self) -> str:
+        """The host clients are told to connect to for per-broker ports."""
+        if self.advertised_host:
+            return self.advertised_host
+        host = self.listen[0]
+        return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+    def validate(self) -> ProxyConfig:
+        if not self.upstream:
+            raise ConfigError("upstream: at least one --upstream HOST:PORT is required")
+        ports = list(self.node_port.values())
+        if len(set(ports)) != len(ports):
+            raise ConfigError("node_port: two broker ids share a port")
+        if self.listen[1] in ports:
+            raise ConfigError(f"node_port: port {self.listen[1]} is also the --listen port")
+        if self.broker_ports and self.broker_ports[0] <= self.listen[1] <= self.broker_ports[1]:
+            raise ConfigError("broker_ports: the range contains the --listen port")
+        if self.max_frame_bytes <= 0:
+            raise ConfigError("max_frame_bytes must be positive")
+        if self.max_in_flight <= 0:
+            raise ConfigError("max_in_flight must be positive")
+        return self
+
+
+def _settings() -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(ProxyConfig) if "help" in f.metadata]
+
+
+def _convert(f: dataclasses.Field, value: Any, origin: str) -> Any:
+    """A TOML or flag value for field `f`, converted to the field's type."""
+    parse = f.metadata["parse"]
+    multiple = f.metadata["multiple"]
+    try:
+        if multiple:
+            if isinstance(value, Mapping):  # TOML tables: node_port = { 1 = 19092 }
+                items = [f"{k}={v}" for k, v in value.items()]
+            elif isinstance(value, list | tuple):
+                items = list(value)
+            else:
+                items = [value]
+            parsed = [parse(str(item)) if parse else item for item in items]
+            return dict(parsed) if isinstance(f.default_factory(), dict) else parsed
+        if value is None:
+            return None
+        if parse is not None and isinstance(value, str):
+            return parse(value)
+        if parse is not None and f.type in ("int", "float"):
+            return parse(value)
+        choices = f.metadata["choices"]
+        if choices and str(value).upper() not in choices:
+            raise ConfigError(f"must be one of {', '.join(choices)}")
+        return str(value).upper() if choices else value
+    except ConfigError as exc:
+        raise ConfigError(f"{origin} {f.name}: {exc}") from None
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    known = {f.name: f for f in _settings()}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise ConfigError(f"config file {path}: unknown setting {key!r}")
+        out[name] = _convert(known[name], value, f"config file {path}:")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting; defaults stay unset so a TOML value is not overridden."""
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="TOML file with the same keys as the flags"
+    )
+    for f in _settings():
+        meta = f.metadata
+        flag = meta["flag"] or "--" + f.name.replace("_", "-")
+        kwargs: dict[str, Any] = {"help": meta["help"], "dest": f.name, "default": None}
+        if meta["metavar"]:
+            kwargs["metavar"] = meta["metavar"]
+        if meta["choices"]:
+            kwargs["choices"] = meta["choices"]
+            kwargs["type"] = str.upper
+        if meta["multiple"]:
+            kwargs["action"] = "append"
+        parser.add_argument(flag, **kwargs)
+
+
+def from_args(args: argparse.Namespace) -> ProxyConfig:
+    values = load_toml(args.config) if getattr(args, "config", None) else {}
+    for f in _settings():
+        given = getattr(args, f.name, None)
+        if given is not None:
+            values[f.name] = _convert(f, given, "--" + f.name.replace("_", "-"))
+    return ProxyConfig(**values).validate()

@@ -1,0 +1,116 @@
+"""Upstream broker ids -> real addresses, and -> the proxy ports that stand for them.
+
+One directory per proxy (per upstream cluster), shared by all connections: FindCoordinator
+may name a broker on a connection that never saw Metadata. A port is bound synchronously the
+first time a node id is seen, before the response naming it leaves the proxy, so a client that
+connects at once finds a listening socket (the kernel queues it until the accept loop runs).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+
+log = logging.getLogger("aclgate.directory")
+
+#: called with (node_id, listening socket) when a per-broker port has been bound
+ListenerOpener = Callable[[int, socket.socket], None]
+
+
+class NodeDirectory:
+    def __init__(
+        self,
+        bind_host: str,
+        client_host: str,
+        fixed_ports: dict[int, int],
+        port_range: tuple[int, int] | None,
+        open_listener: ListenerOpener,
+        reserved: set[int] | None = None,
+    ):
+        self.bind_host = bind_host
+        self.client_host = client_host
+        self.fixed_ports = dict(fixed_ports)
+        self.port_range = port_range
+        self.open_listener = open_listener
+        self.reserved = set(reserved or ()) | set(self.fixed_ports.values())
+        self.upstream: dict[int, tuple[str, int]] = {}
+        self.proxy_ports: dict[int, int] = {}
+        self._next_in_range = port_range[0] if port_range else 0
+        self._unmappable_logged: set[int] = set()
+
+    # BrokerDirectory protocol -------------------------------------------------------
+
+    def learn(self, node_id: int, host: str, port: int) -> None:
+        previous = self.upstream.get(node_id)
+        if previous != (host, port):
+            self.upstream[node_id] = (host, port)
+            if previous is not None:
+                log.info("broker %d moved from %s:%d to %s:%d", node_id, *previous, host, port)
+
+    def advertise(self, node_id: int) -> tuple[str, int] | None:
+        port = self.proxy_ports.get(node_id)
+        if port is None:
+            port = self._bind(node_id)
+            if port is None:
+                return None
+        return self.client_host, port
+
+    # ------------------------------------------------------------------------------
+
+    def upstream_address(self, node_id: int) -> tuple[str, int] | None:
+        return self.upstream.get(node_id)
+
+    def open_fixed(self) -> None:
+        """Bind every explicitly mapped port at start-up (fail fast on a port conflict)."""
+        for node_id in sorted(self.fixed_ports):
+            if node_id not in self.proxy_ports and self._bind(node_id) is None:
+                raise OSError(f"cannot bind port {self.fixed_ports[node_id]} for broker {node_id}")
+
+    def _bind(self, node_id: int) -> int | None:
+        fixed = self.fixed_ports.get(node_id)
+        if fixed is not None:
+            candidates = [fixed]
+        elif self.port_range is not None:
+            lo, hi = self.port_range
+            candidates = [p for p in range(self._next_in_range, hi + 1) if p not in self.reserved]
+            candidates += [p for p in range(lo, self._next_in_range) if p not in self.reserved]
+        else:
+            candidates = [0]  # an ephemeral port chosen by the OS
+        for port in candidates:
+            sock = self._listen(port)
+            if sock is None:
+                continue
+            bound = sock.getsockname()[1]
+            self.proxy_ports[node_id] = bound
+            self.reserved.add(bound)
+            if self.port_range is not None and fixed is None:
+                self._next_in_range = bound + 1
+            log.info("broker %d is served on port %d", node_id, bound)
+            self.open_listener(node_id, sock)
+            return bound
+        if node_id not in self._unmappable_logged:
+            self._unmappable_logged.add(node_id)
+            log.error(
+                "no port available for broker %d (fixed map %s, range %s): it is hidden from "
+                "clients; widen --broker-ports or add --node-port %d=PORT",
+                node_id,
+                self.fixed_ports,
+                self.port_range,
+                node_id,
+            )
+        return None
+
+    def _listen(self, port: int) -> socket.socket | None:
+        family = socket.AF_INET6 if ":" in self.bind_host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.bind_host, port))
+            sock.listen(1024)
+            sock.setblocking(False)
+        except OSError as exc:
+            log.debug("port %d unavailable: %s", port, exc)
+            sock.close()
+            return None
+        return sock

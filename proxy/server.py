@@ -1,0 +1,206 @@
+"""The proxy: a bootstrap listener, one listener per upstream broker, health and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import Any
+
+from kio.serial import entity_reader
+
+from protocol.apiversions import unsupported_version_response
+from protocol.routing import allowed_versions, transparent_handlers
+from protocol.session import SessionConfig
+from protocol.versions import KIO_RANGES, api_name, request_class, response_class
+from proxy.config import ProxyConfig
+from proxy.connection import ClientConnection
+from proxy.directory import NodeDirectory
+from proxy.http import HealthServer
+from proxy.metrics import ProxyMetrics
+from proxy.upstream import ControlClient, UpstreamConnector, UpstreamUnavailable
+
+log = logging.getLogger("aclgate")
+
+BOOTSTRAP = "bootstrap"
+
+
+def prewarm_kio() -> float:
+    """Compile kio's native readers up front: about 2 ms per class on first use otherwise,
+    which would land on the first client requests. Returns the seconds it took."""
+    started = time.perf_counter()
+    for key, (lo, hi) in KIO_RANGES.items():
+        for version in range(lo, hi + 1):
+            entity_reader(request_class(key, version))
+            entity_reader(response_class(key, version))
+    return time.perf_counter() - started
+
+
+class ProxyServer:
+    def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None):
+        self.config = config
+        self.metrics = metrics or ProxyMetrics()
+        self.connector = UpstreamConnector(config.connect_timeout)
+        self.control = ControlClient(
+            config.upstream, self.connector, timeout=config.connect_timeout
+        )
+        self.connections: set[ClientConnection] = set()
+        self.servers: list[asyncio.AbstractServer] = []
+        self.health: HealthServer | None = None
+        self.metrics_address: tuple[str, int] | None = None
+        self.bootstrap_address: tuple[str, int] | None = None
+        self.upstream_seen = False
+        self._dropped_logged: set[int] = set()
+        self._pending_listeners: list[asyncio.Task] = []
+        allowed = allowed_versions(config.api_version_cap)
+        self.directory = NodeDirectory(
+            bind_host=config.listen[0],
+            client_host=config.client_host,
+            fixed_ports=config.node_port,
+            port_range=config.broker_ports,
+            open_listener=self._open_broker_listener,
+            reserved={config.listen[1]},
+        )
+        self.session_config = SessionConfig(
+            handlers=transparent_handlers(allowed),
+            allowed_versions=allowed,
+            directory=self.directory,
+            max_frame=config.max_frame_bytes,
+            max_in_flight=config.max_in_flight,
+            unsupported_api_versions=lambda corr: unsupported_version_response(
+                corr, allowed[18][1]
+            ),
+            extras={"on_dropped_api_keys": self._log_dropped_keys},
+        )
+
+    # lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        log.info("pre-compiled kio readers in %.2fs", prewarm_kio())
+        loop = asyncio.get_running_loop()
+        host, port = self.config.listen
+        server = await loop.create_server(
+            lambda: ClientConnection(self, BOOTSTRAP, None),
+            host,
+            port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        self.servers.append(server)
+        self.bootstrap_address = server.sockets[0].getsockname()[:2]
+        # Reserve the actual bootstrap port (it may have been 0 = ephemeral).
+        self.directory.reserved.add(self.bootstrap_address[1])
+        self.directory.open_fixed()
+        if self.config.metrics_listen:
+            self.health = HealthServer(self.metrics.registry, self.readiness)
+            self.metrics_address = await self.health.start(*self.config.metrics_listen)
+            log.info("metrics and health on http://%s:%d/metrics", *self.metrics_address)
+        log.info(
+            "listening on %s:%d for clients, upstream %s",
+            *self.bootstrap_address,
+            ", ".join(f"{h}:{p}" for h, p in self.config.upstream),
+        )
+        await self.refresh_brokers(raise_errors=False)
+
+    async def close(self) -> None:
+        for server in self.servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close("proxy shutting down", None)
+        for task in self._pending_listeners:
+            task.cancel()
+        for server in self.servers:
+            await server.wait_closed()
+        if self.health:
+            await self.health.close()
+        await self.control.close()
+
+    async def serve_forever(self) -> None:
+        await self.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.close()
+
+    # upstream ----------------------------------------------------------------------
+
+    async def refresh_brokers(self, raise_errors: bool = True) -> None:
+        """Learn the cluster's brokers over the control connection (and bind their ports)."""
+        try:
+            metadata = await self.control.metadata(())
+        except UpstreamUnavailable as exc:
+            log.warning("upstream not reachable yet: %s", exc)
+            if raise_errors:
+                raise
+            return
+        for broker in metadata.brokers:
+            self.directory.learn(broker.node_id, broker.host, broker.port)
+            self.directory.advertise(broker.node_id)
+        self.upstream_seen = True
+
+    async def upstream_candidates(self, node_id: int | None) -> list[tuple[str, int]]:
+        """Where a client connection to this listener may go, in the order to try.
+
+        The bootstrap listener spreads connections over the bootstrap servers (rotating the
+        start); a broker listener goes to that broker only.
+        """
+        if node_id is None:
+            servers = self.config.upstream
+            self._bootstrap_cursor = (self._bootstrap_cursor + 1) % len(servers)
+            return servers[self._bootstrap_cursor :] + servers[: self._bootstrap_cursor]
+        address = self.directory.upstream_address(node_id)
+        if address is None:
+            await self.refresh_brokers()
+            address = self.directory.upstream_address(node_id)
+        if address is None:
+            raise UpstreamUnavailable(f"broker {node_id} is not in the upstream cluster's metadata")
+        return [address]
+
+    _bootstrap_cursor = -1
+
+    # listeners and connections ------------------------------------------------------
+
+    def _open_broker_listener(self, node_id: int, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        listener = f"broker-{node_id}"
+
+        async def serve() -> None:
+            server = await loop.create_server(
+                lambda: ClientConnection(self, listener, node_id), sock=sock
+            )
+            self.servers.append(server)
+            self.metrics.broker_listeners.inc()
+
+        self._pending_listeners.append(loop.create_task(serve()))
+
+    def connection_opened(self, conn: ClientConnection) -> None:
+        self.connections.add(conn)
+        self.metrics.connections.labels(conn.listener if conn.node_id is None else "broker").inc()
+        self.metrics.connections_active.labels("all").inc()
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.metrics.connections_active.labels("all").dec()
+
+    def _log_dropped_keys(self, keys: set[int]) -> None:
+        new = keys - self._dropped_logged
+        if new:
+            self._dropped_logged |= new
+            log.info(
+                "not advertising upstream API keys the proxy does not serve: %s",
+                ", ".join(f"{k} ({api_name(k)})" for k in sorted(new)),
+            )
+            for key in new:
+                self.metrics.refused(key)
+
+    # health ------------------------------------------------------------------------
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        details = {
+            "upstream_reachable": self.upstream_seen,
+            "brokers": sorted(self.directory.proxy_ports),
+            "connections": len(self.connections),
+        }
+        return self.upstream_seen, details

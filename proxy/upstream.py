@@ -1,0 +1,166 @@
+"""Connections to the upstream cluster.
+
+`UpstreamConnector` opens the TCP connections that carry client traffic (one per client
+connection, never shared). `ControlClient` is the proxy's own connection for its own questions
+(which brokers exist, topic id -> name): never a client's connection, so client correlation
+ids and response order are never disturbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import socket
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from protocol.codec import decode_response, encode_request
+from protocol.versions import KIO_RANGES
+
+log = logging.getLogger("aclgate.upstream")
+_SIZE = struct.Struct(">i")
+METADATA, API_VERSIONS = 3, 18
+
+
+class UpstreamUnavailable(ConnectionError):
+    """No upstream broker could be reached."""
+
+
+def set_nodelay(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
+
+class UpstreamConnector:
+    """Opens connections to brokers; the one place upstream TLS/SASL will be negotiated."""
+
+    def __init__(self, timeout: float = 10.0):
+        self.timeout = timeout
+
+    async def open(
+        self, host: str, port: int, protocol_factory: Callable[[], asyncio.Protocol]
+    ) -> tuple[asyncio.Transport, asyncio.Protocol]:
+        loop = asyncio.get_running_loop()
+        transport, protocol = await asyncio.wait_for(
+            loop.create_connection(protocol_factory, host, port), self.timeout
+        )
+        set_nodelay(transport)
+        return transport, protocol
+
+    async def open_stream(
+        self, host: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.wait_for(asyncio.open_connection(host, port), self.timeout)
+
+
+class ControlClient:
+    """A minimal Kafka client on the proxy's own connection, one request at a time."""
+
+    def __init__(
+        self,
+        bootstrap: Sequence[tuple[str, int]],
+        connector: UpstreamConnector,
+        client_id: str = "aclgate-control",
+        timeout: float = 10.0,
+    ):
+        self.bootstrap = list(bootstrap)
+        self.connector = connector
+        self.client_id = client_id
+        self.timeout = timeout
+        self.api_ranges: dict[int, tuple[int, int]] = {}
+        self._lock = asyncio.Lock()
+        self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._correlation = itertools.count(1)
+        self._next_server = 0
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        errors = []
+        for i in range(len(self.bootstrap)):
+            host, port = self.bootstrap[(self._next_server + i) % len(self.bootstrap)]
+            try:
+                stream = await self.connector.open_stream(host, port)
+            except (OSError, TimeoutError) as exc:
+                errors.append(f"{host}:{port}: {exc!r}")
+                continue
+            self._next_server = (self._next_server + i) % len(self.bootstrap)
+            self._stream = stream
+            self.api_ranges = await self._api_versions()
+            return stream
+        raise UpstreamUnavailable("no upstream bootstrap server reachable: " + "; ".join(errors))
+
+    async def _roundtrip(self, body: Any) -> Any:
+        reader, writer = self._stream or await self._connect()
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        writer.write(encode_request(correlation_id, body, self.client_id))
+        await writer.drain()
+        size = _SIZE.unpack(await reader.readexactly(4))[0]
+        frame = _SIZE.pack(size) + await reader.readexactly(size)
+        if _SIZE.unpack_from(frame, 4)[0] != correlation_id:
+            raise ConnectionError("control connection: correlation id mismatch")
+        return decode_response(frame, body.__api_key__, body.__version__)
+
+    async def _api_versions(self) -> dict[int, tuple[int, int]]:
+        from kio.schema.api_versions.v0.request import ApiVersionsRequest
+
+        response = await self._roundtrip(ApiVersionsRequest())
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+
+    async def request(self, body: Any) -> Any:
+        """Send one request; reconnects once (to the next bootstrap server) on failure."""
+        async with self._lock:
+            for attempt in (1, 2):
+                try:
+                    return await asyncio.wait_for(self._roundtrip(body), self.timeout)
+                except (OSError, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+                    self._drop()
+                    if attempt == 2:
+                        raise UpstreamUnavailable(f"control request failed: {exc!r}") from exc
+                    self._next_server += 1
+        raise AssertionError("unreachable")
+
+    def version_for(self, api_key: int) -> int:
+        """Highest version both the upstream and kio speak (the upstream's ranges are learnt
+        on connect)."""
+        lo, hi = KIO_RANGES[api_key]
+        up = self.api_ranges.get(api_key, (lo, hi))
+        return min(hi, up[1])
+
+    async def metadata(self, topics: Sequence[str] | None = ()) -> Any:
+        """Metadata for `topics` (None = all topics, () = brokers only)."""
+        import sys
+
+        from protocol.versions import request_class
+
+        if self._stream is None:
+            async with self._lock:
+                if self._stream is None:
+                    await self._connect()
+        version = self.version_for(METADATA)
+        cls = request_class(METADATA, version)
+        mod = sys.modules[cls.__module__]
+        fields = {
+            "topics": None
+            if topics is None
+            else tuple(mod.MetadataRequestTopic(name=t) for t in topics)
+        }
+        if version >= 4:
+            fields["allow_auto_topic_creation"] = False
+        if 8 <= version <= 10:
+            fields["include_cluster_authorized_operations"] = False
+        if version >= 8:
+            fields["include_topic_authorized_operations"] = False
+        return await self.request(cls(**fields))
+
+    def _drop(self) -> None:
+        if self._stream is not None:
+            self._stream[1].close()
+            self._stream = None
+
+    async def close(self) -> None:
+        self._drop()
