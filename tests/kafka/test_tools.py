@@ -28,7 +28,6 @@ def test_console_producer_and_consumer_round_trip(kafka_single, kafka_topic_name
     ).check()
     assert out.stdout.splitlines() == [f"k{i}\tvalue-{i}" for i in range(5)]
     # the consumer committed as `group`: kafka-consumer-groups shows offset 5, lag 0
-    assert group in tools.consumer_groups(b, "--list").check().stdout.split()
     desc = tools.consumer_groups(b, "--describe", "--group", group).check()
     rows = [line.split() for line in desc.stdout.splitlines() if kafka_topic_name in line]
     assert [r[:6] for r in rows] == [[group, kafka_topic_name, "0", "5", "5", "0"]], desc.stdout
