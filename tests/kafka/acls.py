@@ -59,6 +59,13 @@ class KafkaAcls:
         ]
         self.admin = self._admins[0]
 
+    def close(self) -> None:
+        """Drop the Admin clients (KafkaCluster.stop() calls this: they would keep
+        reconnecting to a stopped cluster, and logging about it, for as long as a test
+        report holds on to this object)."""
+        self._admins = []
+        self.admin = None  # type: ignore[assignment]
+
     # ----------------------------------------------------------------- queries
 
     @staticmethod

@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
-import json
 import os
 import re
 import shutil
@@ -147,12 +146,24 @@ def java_command(main: str, *args: str, jvm_opts: Sequence[str] = TOOL_JVM_OPTS)
     return ["java", *jvm_opts, "-cp", classpath(), main, *args]
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """preexec_fn: SIGTERM the JVM if the Python process that started it dies (Linux)."""
-    with contextlib.suppress(Exception):
+def _pdeathsig_setter():
+    """A preexec_fn that makes the child get SIGTERM when its parent dies (Linux), or None.
+
+    libc is looked up here, in the parent: the child of a multi-threaded process (librdkafka
+    runs threads) must not dlopen or allocate between fork and exec.
+    """
+    try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - not glibc Linux
+        return None
+    args = (ctypes.c_int(1), ctypes.c_ulong(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+    def set_pdeathsig() -> None:  # pragma: no cover - runs in the child
+        prctl(*args)
+
+    return set_pdeathsig
 
 
 # --------------------------------------------------------------------------- wire probe
@@ -652,7 +663,9 @@ class KafkaCluster:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM brokers, then controllers; wait; kill what is left; remove the temp dir."""
-        self._acls = None  # its Admin clients would keep reconnecting (and logging) otherwise
+        if self._acls is not None:
+            self._acls.close()  # its Admin clients would keep reconnecting (and logging)
+            self._acls = None
         self._stop_processes(timeout)
         self._cleanup_workdir()
 
@@ -869,7 +882,7 @@ class KafkaCluster:
                     env=self._jvm_env(),
                     cwd=n.directory,
                     start_new_session=True,
-                    preexec_fn=None if self.detach else _die_with_parent,
+                    preexec_fn=None if self.detach else _pdeathsig_setter(),
                 )
             finally:
                 log.close()
@@ -1059,10 +1072,6 @@ def _tail(path: Path, lines: int = 40) -> str:
     except OSError as exc:
         return f"(no log: {exc})"
     return "\n".join(text.splitlines()[-lines:])
-
-
-def dump_state(cluster: KafkaCluster) -> str:
-    return json.dumps(cluster.to_state(), indent=2)
 
 
 if __name__ == "__main__":  # pragma: no cover - quick manual check
