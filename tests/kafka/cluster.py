@@ -951,8 +951,13 @@ class KafkaCluster:
     # ------------------------------------------------------------------ diagnostics
 
     def tail_logs(self, lines: int = 40) -> str:
+        """Each node's ERROR/FATAL lines and exception causes, then its last `lines` lines."""
         out = []
         for n in self.nodes:
+            errors = _error_lines(n.log_path)
+            if errors:
+                out.append(f"----- node {n.node_id}: errors in {n.log_path}")
+                out.append(errors)
             out.append(f"----- node {n.node_id}: {n.log_path} (last {lines} lines)")
             out.append(_tail(n.log_path, lines))
         return "\n".join(out)
@@ -1061,6 +1066,19 @@ class KafkaCluster:
     def __repr__(self) -> str:
         lst = ", ".join(f"{k}={v.bootstrap}" for k, v in self.listeners.items())
         return f"KafkaCluster(nodes={self.node_count}, {lst or 'not started'})"
+
+
+_ERROR_LINE = re.compile(r"\] (ERROR|FATAL) |^Caused by: |^[\w.$]+(Exception|Error)\b")
+
+
+def _error_lines(path: Path, limit: int = 12) -> str:
+    try:
+        with open(path, "rb") as f:
+            text = f.read(4 * 1024 * 1024).decode(errors="replace")
+    except OSError:
+        return ""
+    hits = [line for line in text.splitlines() if _ERROR_LINE.search(line)]
+    return "\n".join(hits[:limit])
 
 
 def _tail(path: Path, lines: int = 40) -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
-from tests.kafka.cluster import api_versions_ok, metadata_brokers
+from tests.fixtures.kafka import require_kafka
+from tests.kafka.cluster import KafkaCluster, KafkaStartError, api_versions_ok, metadata_brokers
 
 pytestmark = pytest.mark.kafka
 
@@ -124,3 +126,19 @@ def test_three_node_round_trip_both_clients(kafka_cluster3, kafka_topic_name):
         lst.kafka_python_config(), kafka_topic_name, "g2-" + kafka_topic_name
     )
     assert len(got) == N  # the first N of 2N records on the topic, from the start
+
+
+def test_start_failure_reports_the_node_log(tmp_path):
+    require_kafka()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cluster = KafkaCluster(base_port=port, workdir=tmp_path)  # PLAINTEXT wants `port`
+        with pytest.raises(KafkaStartError) as exc:
+            cluster.start()
+    msg = str(exc.value)
+    assert "node 1 exited during start-up" in msg
+    assert f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use" in msg
+    assert not cluster.nodes[0].alive()
+    assert (tmp_path / "node-1" / "server.log").is_file()  # kept for a look
