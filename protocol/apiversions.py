@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from kio.serial.readers import read_unsigned_varint
 
-from protocol.codec import MalformedResponse
+from protocol.codec import DECODE_ERRORS, MalformedResponse
 from protocol.header import skip_tagged_fields
 
 API_VERSIONS = 18
@@ -83,7 +83,7 @@ def trim_api_versions(
                 continue
             kept.append(_ENTRY.pack(key, new_lo, new_hi) + tags)
         rest = bytes(frame[pos:])
-    except (struct.error, ValueError, IndexError) as exc:
+    except DECODE_ERRORS as exc:
         raise MalformedResponse(f"cannot parse ApiVersions v{api_version} response: {exc}") from exc
     length = _uvarint(len(kept) + 1) if flexible else struct.pack(">i", len(kept))
     payload = bytes(frame[4 : body + 2]) + length + b"".join(kept) + rest

@@ -20,7 +20,15 @@ from protocol.versions import request_class, response_class
 
 _SIZE = struct.Struct(">i")
 #: what a kio read can raise on bad or unexpected input
-DECODE_ERRORS = (KioIndexError, SerialError, KeyError, ValueError, IndexError, struct.error)
+DECODE_ERRORS = (
+    KioIndexError,
+    SerialError,
+    KeyError,
+    ValueError,
+    IndexError,
+    struct.error,
+    MalformedRequest,  # raised by skip_tagged_fields
+)
 ENCODE_ERRORS = (SerialError, struct.error, ValueError, TypeError, OverflowError)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
 from protocol.versions import REQUEST_FLEXIBLE
@@ -45,13 +46,16 @@ class RequestHeader(NamedTuple):
 
 def skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
     """Offset just past a tagged-field section, whatever tags it holds."""
-    count, n = read_unsigned_varint(buf, offset)
-    offset += n
-    for _ in range(count):
-        _tag, n = read_unsigned_varint(buf, offset)
+    try:
+        count, n = read_unsigned_varint(buf, offset)
         offset += n
-        size, n = read_unsigned_varint(buf, offset)
-        offset += n + size
+        for _ in range(count):
+            _tag, n = read_unsigned_varint(buf, offset)
+            offset += n
+            size, n = read_unsigned_varint(buf, offset)
+            offset += n + size
+    except (SerialError, ValueError, IndexError) as exc:
+        raise MalformedRequest(f"bad tagged fields: {exc!r}") from exc
     if offset > len(buf):
         raise MalformedRequest("tagged fields run past the end of the frame")
     return offset
@@ -91,10 +95,7 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
     elif cid_len != -1:
         raise MalformedRequest(f"negative client_id length {cid_len}")
     if flexible:
-        try:
-            offset = skip_tagged_fields(frame, offset)
-        except (ValueError, IndexError) as exc:
-            raise MalformedRequest(f"bad request header tagged fields: {exc}") from exc
+        offset = skip_tagged_fields(frame, offset)
     return RequestHeader(api_key, api_version, correlation_id, client_id, flexible, offset)
 
 

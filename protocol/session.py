@@ -137,6 +137,8 @@ class ProxySession:
         #: whatever the IO layer wants handlers to see (principal, host, listener, ...)
         self.context = context
         self.closed = False
+        #: a close is scheduled after the responses ahead of it: read no more requests
+        self.closing = False
         self._handlers = config.handlers
         self._allowed = config.allowed_versions
         self._splitter = FrameSplitter(config.max_frame)
@@ -166,7 +168,7 @@ class ProxySession:
         self._splitter.max_size = size
 
     def client_data(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.closing:
             return
         try:
             frames = self._splitter.feed(data)
@@ -182,7 +184,9 @@ class ProxySession:
                     self._backlog.extend(frames[i:])
                     break
                 self._process(frame)
-                if self.closed or self._stalls:
+                if self.closed or self.closing:
+                    break
+                if self._stalls:
                     self._backlog.extend(frames[i + 1 :])
                     break
         self._update_pause()
@@ -195,7 +199,7 @@ class ProxySession:
         try:
             limit = self.config.max_in_flight
             backlog = self._backlog
-            while backlog and not self._stalls and not self.closed and len(self._fifo) < limit:
+            while backlog and not (self._stalls or self.closed or self.closing) and len(self._fifo) < limit:
                 self._process(backlog.popleft())
         finally:
             self._draining = False
@@ -285,6 +289,7 @@ class ProxySession:
         slot.done = True
         self._fifo.append(slot)
         self._backlog.clear()
+        self.closing = True
 
     def placeholder(self, header: RequestHeader) -> Slot:
         """A slot to be filled later with `complete` (e.g. after an async lookup)."""

@@ -8,6 +8,7 @@ import uvloop
 
 pytest_plugins = [
     "tests.fixtures.tansu",
+    "tests.fixtures.proxy",
     "tests.fixtures.kafka",
 ]
 

@@ -1,0 +1,67 @@
+"""A tiny producer/consumer for trying the demo: `python -m proxy.democlient --help`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m proxy.democlient", description=__doc__)
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("produce", help="send one message per VALUE")
+    p.add_argument("topic")
+    p.add_argument("values", nargs="+", metavar="VALUE")
+    c = sub.add_parser("consume", help="print messages from the beginning, then stop when idle")
+    c.add_argument("topic")
+    c.add_argument("--group", default="democlient")
+    c.add_argument(
+        "--idle", type=float, default=5.0, help="seconds without messages before exiting"
+    )
+    args = parser.parse_args(argv)
+    try:
+        from confluent_kafka import Consumer, Producer
+    except ImportError:
+        print("this needs confluent-kafka: pip install 'aclgate[demo]'", file=sys.stderr)
+        return 2
+    if args.command == "produce":
+        producer = Producer({"bootstrap.servers": args.bootstrap})
+        for value in args.values:
+            producer.produce(args.topic, value.encode())
+        left = producer.flush(15)
+        print(f"sent {len(args.values) - left} message(s) to {args.topic}")
+        return 1 if left else 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
+    consumer.subscribe([args.topic])
+    last = time.monotonic()
+    count = 0
+    try:
+        while time.monotonic() - last < args.idle:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                print(f"error: {msg.error()}", file=sys.stderr)
+                continue
+            print(
+                f"{msg.topic()}[{msg.partition()}]@{msg.offset()}: {msg.value().decode(errors='replace')}"
+            )
+            count += 1
+            last = time.monotonic()
+    finally:
+        consumer.close()
+    print(f"read {count} message(s) from {args.topic}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

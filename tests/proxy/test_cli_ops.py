@@ -1,0 +1,210 @@
+"""The `aclgate` command line, configuration, metrics/health endpoints and the demo."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from proxy.config import ConfigError, ProxyConfig, add_arguments, from_args
+from proxy.embedded_broker import api_versions_probe, free_port
+from tests.scenarios import clients
+
+ACLGATE = [sys.executable, "-m", "proxy"]
+
+
+def run_cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*ACLGATE, *args], capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_version_and_help():
+    out = run_cli("--version")
+    assert out.returncode == 0 and out.stdout.startswith("aclgate ")
+    top = run_cli("--help")
+    assert "serve" in top.stdout and "acls" in top.stdout and "quick start" in top.stdout
+    serve = run_cli("serve", "--help")
+    for flag in (
+        "--upstream",
+        "--listen",
+        "--advertised-host",
+        "--node-port",
+        "--broker-ports",
+        "--metrics-listen",
+        "--config",
+        "--log-level",
+    ):
+        assert flag in serve.stdout
+    assert run_cli("frobnicate").returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "at least one --upstream"),
+        (["--upstream", "nohost"], "is not HOST:PORT"),
+        (["--upstream", "k:99999"], "out of range"),
+        (["--upstream", "k:9092", "--broker-ports", "20-10"], "FIRST <= LAST"),
+        (["--upstream", "k:9092", "--node-port", "1=x"], "NODE_ID=PORT"),
+        (["--upstream", "k:9092", "--config", "/nonexistent.toml"], "does not exist"),
+    ],
+)
+def test_serve_rejects_bad_configuration_with_a_clear_message(args, message):
+    out = run_cli("serve", *args)
+    assert out.returncode == 2
+    assert message in out.stderr
+
+
+def parse(argv: list[str]) -> ProxyConfig:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return from_args(parser.parse_args(argv))
+
+
+def test_toml_config_and_flags_override(tmp_path: Path):
+    path = tmp_path / "aclgate.toml"
+    path.write_text(
+        'upstream = ["k1:9092", "k2:9093"]\nlisten = "0.0.0.0:9000"\nbroker-ports = "19000-19010"\n'
+        'node_port = { 7 = 19100 }\nmax_frame_bytes = "1MiB"\nlog_level = "debug"\n'
+    )
+    cfg = parse(["--config", str(path)])
+    assert cfg.upstream == [("k1", 9092), ("k2", 9093)]
+    assert cfg.listen == ("0.0.0.0", 9000) and cfg.client_host == "127.0.0.1"
+    assert cfg.broker_ports == (19000, 19010) and cfg.node_port == {7: 19100}
+    assert cfg.max_frame_bytes == 1 << 20 and cfg.log_level == "DEBUG"
+    cfg = parse(
+        ["--config", str(path), "--listen", "127.0.0.2:9001", "--advertised-host", "proxy.example"]
+    )
+    assert cfg.listen == ("127.0.0.2", 9001) and cfg.client_host == "proxy.example"
+    path.write_text('upstream = ["k:1"]\nunknown_key = 1\n')
+    with pytest.raises(ConfigError, match="unknown setting 'unknown_key'"):
+        parse(["--config", str(path)])
+    path.write_text("upstream = [")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        parse(["--config", str(path)])
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_metrics_health_and_readiness(tansu, proxy_factory):
+    proxy = proxy_factory(tansu.bootstrap, metrics_listen=("127.0.0.1", 0))
+    base = "http://{}:{}".format(*proxy.server.metrics_address)
+    clients.confluent_idempotent_and_transactions(proxy.bootstrap, "metrics-topic", "metrics-txn")
+    status, body = http_get(base + "/metrics")
+    assert status == 200
+    assert 'aclgate_requests_total{api="Produce"}' in body
+    assert 'aclgate_request_bytes_total{api="Produce"}' in body
+    assert "aclgate_connections_active" in body
+    assert proxy.metric("aclgate_requests_total", {"api": "Produce"}) > 0
+    assert http_get(base + "/healthz")[0] == 200
+    status, body = http_get(base + "/readyz")
+    assert status == 200 and json.loads(body)["ready"] is True
+    assert http_get(base + "/nope")[0] == 404
+
+
+def test_readyz_is_503_until_upstream_reachable(proxy_factory):
+    proxy = proxy_factory(f"127.0.0.1:{free_port()}", metrics_listen=("127.0.0.1", 0))
+    status, body = http_get("http://{}:{}/readyz".format(*proxy.server.metrics_address))
+    assert status == 503 and json.loads(body)["upstream_reachable"] is False
+
+
+def test_serve_subprocess_end_to_end(tansu, tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [*ACLGATE, "serve", "--upstream", tansu.bootstrap, "--listen", f"127.0.0.1:{port}"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not api_versions_probe("127.0.0.1", port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        from confluent_kafka.admin import AdminClient
+
+        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)
+        assert all(b.host == "127.0.0.1" and b.port != tansu.port for b in md.brokers.values())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert f"listening on 127.0.0.1:{port}" in err and "shutting down" in err
+
+
+def test_demo_runs_prints_bootstrap_and_stops_on_ctrl_c():
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            *ACLGATE,
+            "demo",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--metrics-listen",
+            f"127.0.0.1:{free_port()}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not api_versions_probe("127.0.0.1", port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        produce = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "proxy.democlient",
+                "--bootstrap",
+                f"127.0.0.1:{port}",
+                "produce",
+                "demo",
+                "a",
+                "b",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert produce.returncode == 0 and "sent 2 message(s)" in produce.stdout
+        consume = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "proxy.democlient",
+                "--bootstrap",
+                f"127.0.0.1:{port}",
+                "consume",
+                "demo",
+                "--idle",
+                "4",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert consume.stdout.count("demo[") == 2, consume.stdout + consume.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"bootstrap servers   127.0.0.1:{port}" in out
+    assert "stopping the broker" in err
+    # the hidden broker is gone too, and clients never saw its port
+    hidden = int(re.search(r"embedded broker \(tansu\) on hidden port (\d+)", err).group(1))
+    assert not api_versions_probe("127.0.0.1", hidden)
+    assert str(hidden) not in out
