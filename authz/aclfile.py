@@ -12,11 +12,13 @@ a policy file that half-loads is worse than one that does not load.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from authz.model import AclBinding, InvalidAclError
+from authz.model import FIELDS, AclBinding, InvalidAclError
 
 FORMAT_VERSION = 1
+FIELD_NAMES = frozenset(FIELDS)
 
 
 class AclFileError(ValueError):
@@ -30,8 +32,9 @@ def parse_acl_file(data: str | bytes, source: str = "<acl file>") -> list[AclBin
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AclFileError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    strings: dict[str, str] = {}  # one object per distinct name/principal/host: memory
     try:
-        document = json.loads(data)
+        document = json.loads(data, object_hook=_entry_hook(strings))
     except json.JSONDecodeError as exc:
         raise AclFileError(
             f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
@@ -50,14 +53,30 @@ def parse_acl_file(data: str | bytes, source: str = "<acl file>") -> list[AclBin
 
     seen: dict[AclBinding, None] = {}
     for i, entry in enumerate(entries):
-        try:
-            binding = AclBinding.from_dict(entry)
-        except InvalidAclError as exc:
-            where = f"acls[{i}].{exc.field}" if exc.field else f"acls[{i}]"
-            raise AclFileError(f"{source}: {where}: {exc.message}") from None
-        if binding not in seen:
-            seen[binding] = None
+        if type(entry) is not AclBinding:
+            try:
+                entry = AclBinding.from_dict(entry)  # raises: the hook could not convert it
+            except InvalidAclError as exc:
+                where = f"acls[{i}].{exc.field}" if exc.field else f"acls[{i}]"
+                raise AclFileError(f"{source}: {where}: {exc.message}") from None
+        seen[entry] = None
     return list(seen)
+
+
+def _entry_hook(strings: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
+    """Turn each ACL entry into a binding while the JSON is decoded, so that a large file never
+    holds all its entry dicts at once (they dominated peak memory). Entries that are not valid
+    stay dicts and are reported, with their index, after decoding."""
+
+    def hook(obj: dict[str, Any]) -> Any:
+        if obj.keys() == FIELD_NAMES:
+            try:
+                return AclBinding.from_dict(obj, strings)
+            except InvalidAclError:
+                pass
+        return obj
+
+    return hook
 
 
 def _sort_key(b: AclBinding) -> tuple:

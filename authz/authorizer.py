@@ -219,13 +219,13 @@ class Authorizer:
 
     def load(self, bindings: Iterable[AclBinding]) -> None:
         """Replace every ACL with `bindings` (duplicates collapse) and mark the authorizer ready."""
-        checked = _checked(bindings)
+        unique = set(_checked(bindings))
         with self._write_lock:
             old = self._snap
-            if old is not None and set(checked) == old.binding_set():
-                return
+            if old is not None and old.count == len(unique) and unique == old.binding_set():
+                return  # same ACL set: keep the snapshot and its warm cache
             version = old.version + 1 if old is not None else 1
-            self._snap = Snapshot.build(checked, version, self._cache_size)
+            self._snap = Snapshot.build(unique, version, self._cache_size)
 
     def update(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None:
         """One atomic batch: `remove` is applied first, then `add` (so a binding in both ends up

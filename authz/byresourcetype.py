@@ -29,7 +29,7 @@ class PatternSets:
     """The ACLs of one (principal, host, operation) split as the default implementation does."""
 
     __slots__ = ("allow_literal", "allow_prefixed", "allow_wildcard", "deny_literal",
-                 "deny_prefixed", "deny_wildcard")  # fmt: skip
+                 "deny_prefix_lengths", "deny_prefixed", "deny_wildcard")  # fmt: skip
 
     def __init__(self) -> None:
         self.deny_wildcard: AclBinding | None = None
@@ -38,6 +38,8 @@ class PatternSets:
         self.deny_prefixed: dict[str, AclBinding] = {}
         self.allow_literal: dict[str, AclBinding] = {}
         self.allow_prefixed: dict[str, AclBinding] = {}
+        # Kafka checks prefixes of length 1..len(name): an empty DENY prefix dominates nothing.
+        self.deny_prefix_lengths: frozenset[int] = frozenset()
 
     def add(self, b: AclBinding) -> None:
         deny = b.permission_type == AclPermissionType.DENY
@@ -53,6 +55,8 @@ class PatternSets:
         else:
             target = self.allow_literal if literal else self.allow_prefixed
         target.setdefault(b.resource_name, b)
+        if deny and not literal and b.resource_name:
+            self.deny_prefix_lengths |= {len(b.resource_name)}
 
 
 TypeGroups = dict[tuple[str, str, AclOperation], PatternSets]
@@ -117,8 +121,7 @@ def decide(
     for s in sets:
         if s.allow_wildcard is not None:
             return Decision(True, RULE_ACL, s.allow_wildcard)
-    # Kafka checks prefixes of length 1..len(name): an empty DENY prefix dominates nothing.
-    prefix_lengths = sorted({len(n) for s in sets for n in s.deny_prefixed if n})
+    prefix_lengths = sorted(frozenset().union(*(s.deny_prefix_lengths for s in sets)))
     dominated = None
     for s in sets:
         for literal, allows in ((True, s.allow_literal), (False, s.allow_prefixed)):

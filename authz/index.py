@@ -2,17 +2,18 @@
 
 Per resource type: LITERAL names in a dict, PREFIXED names in a dict plus the distinct prefix
 lengths that exist, so a lookup costs one dict probe per existing prefix length rather than a
-scan of the ACL set. Each resource pattern ("group") maps principal -> host -> entry, where an
-entry folds that principal/host's ACLs into two operation bit masks (DENY, and ALLOW with
-implication already expanded), so matching is a handful of dict gets and one AND per group.
+scan of the ACL set. Each resource pattern ("group") maps (principal, host) to a row
+`(deny_mask, allow_mask, *bindings)`. The masks fold the row's ACLs into operation bits (DENY,
+and ALLOW with implication already expanded), so matching a group is at most four dict gets
+({P, User:*} x {H, *}) and an AND, however many principals or hosts the group holds. The
+bindings ride along in the row, so the index is also the storage: no second copy is kept.
 
 Updates never mutate: `TypeIndex.apply` returns a new index that shares every untouched group.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from authz.decision import DEFAULT_DENY, RULE_ACL, Decision
 from authz.model import (
@@ -30,6 +31,7 @@ from authz.model import (
 
 ALL_BITS = (1 << 32) - 1  # ALL covers every operation, including a query for ALL itself
 _ALL = AclOperation.ALL
+_DENY = AclPermissionType.DENY
 _LITERAL = PatternType.LITERAL
 _PREFIXED = PatternType.PREFIXED
 
@@ -40,82 +42,86 @@ ALLOW_BITS = {
 }
 DENY_BITS = {op: ALL_BITS if op == _ALL else 1 << op for op in AclOperation}
 
-# entry = (deny_mask, allow_mask, {op: DENY binding}, {op: ALLOW binding})
-Entry = tuple[int, int, dict[AclOperation, AclBinding], dict[AclOperation, AclBinding]]
-Group = dict[str, dict[str, Entry]]  # principal -> host -> entry
+Row = tuple  # (deny_mask, allow_mask, *bindings)
+Group = dict[tuple[str, str], Row]  # (principal, host) -> row
 PatternKey = tuple[str, PatternType]  # (resource name, LITERAL | PREFIXED)
 
 
 def build_group(bindings: Iterable[AclBinding]) -> Group:
-    """Fold the ACLs of one resource pattern into principal -> host -> entry."""
-    raw: dict[str, dict[str, list]] = {}
+    """Fold the ACLs of one resource pattern into (principal, host) -> row."""
+    group: Group = {}
     for b in bindings:
-        hosts = raw.setdefault(b.principal, {})
-        entry = hosts.get(b.host)
-        if entry is None:
-            entry = hosts[b.host] = [0, 0, {}, {}]
-        if b.permission_type == AclPermissionType.DENY:
-            entry[0] |= DENY_BITS[b.operation]
-            entry[2][b.operation] = b
-        elif b.permission_type == AclPermissionType.ALLOW:
-            entry[1] |= ALLOW_BITS[b.operation]
-            entry[3][b.operation] = b
-    return {p: {h: tuple(e) for h, e in hosts.items()} for p, hosts in raw.items()}  # type: ignore[misc]
+        key = (b.principal, b.host)
+        deny = DENY_BITS[b.operation] if b.permission_type == _DENY else 0
+        allow = 0 if deny else ALLOW_BITS[b.operation]
+        row = group.get(key)
+        group[key] = (
+            (deny, allow, b) if row is None else (row[0] | deny, row[1] | allow, *row[2:], b)
+        )
+    return group
 
 
-def _entries(group: Group, principal: str, host: str) -> list[Entry]:
-    """The entries of a group that apply to principal@host (§3.5)."""
-    found = []
-    for p in (principal, WILDCARD_PRINCIPAL) if principal != WILDCARD_PRINCIPAL else (principal,):
-        hosts = group.get(p)
-        if hosts:
-            for h in (host, WILDCARD_HOST) if host != WILDCARD_HOST else (host,):
-                entry = hosts.get(h)
-                if entry is not None:
-                    found.append(entry)
-    return found
+def group_bindings(group: Group) -> Iterator[AclBinding]:
+    for row in group.values():
+        yield from row[2:]
 
 
-def _kafka_order(b: AclBinding) -> tuple[int, bytes, bytes]:
+def group_size(group: Group) -> int:
+    return sum(len(row) - 2 for row in group.values())
+
+
+def query_keys(principal: str, host: str) -> tuple[tuple[str, str], ...]:
+    """The (principal, host) rows that apply to principal@host (§3.5)."""
+    principals = (
+        (principal, WILDCARD_PRINCIPAL) if principal != WILDCARD_PRINCIPAL else (principal,)
+    )
+    hosts = (host, WILDCARD_HOST) if host != WILDCARD_HOST else (host,)
+    return tuple((p, h) for p in principals for h in hosts)
+
+
+def _kafka_order(b: AclBinding) -> tuple[int, str, str]:
     return (b.operation, java_key(b.principal), java_key(b.host))
 
 
-def first_deny(group: Group, principal: str, host: str, op: int) -> AclBinding:
-    """The DENY that StandardAuthorizer's scan meets first in this group (for the audit rule)."""
-    found = []
-    for entry in _entries(group, principal, host):
-        b = entry[2].get(_ALL) or entry[2].get(op)  # ALL sorts before every other operation
-        if b is not None:
-            found.append(b)
-    return min(found, key=_kafka_order)
+def _candidates(group: Group, keys: tuple[tuple[str, str], ...]) -> Iterator[AclBinding]:
+    for key in keys:
+        yield from group.get(key, (0, 0))[2:]
 
 
-def last_allow(group: Group, principal: str, host: str, op: int) -> AclBinding:
-    """The ALLOW that StandardAuthorizer's scan meets last in this group (for the audit rule)."""
+def first_deny(group: Group, keys: tuple[tuple[str, str], ...], op: int) -> AclBinding:
+    """The DENY StandardAuthorizer's scan meets first in this group (for the audit rule)."""
     bit = 1 << op
     found = [
         b
-        for entry in _entries(group, principal, host)
-        for b in entry[3].values()
-        if ALLOW_BITS[b.operation] & bit
+        for b in _candidates(group, keys)
+        if b.permission_type == _DENY and DENY_BITS[b.operation] & bit
     ]
-    return max(found, key=_kafka_order)
+    return found[0] if len(found) == 1 else min(found, key=_kafka_order)
+
+
+def last_allow(group: Group, keys: tuple[tuple[str, str], ...], op: int) -> AclBinding:
+    """The ALLOW StandardAuthorizer's scan meets last in this group (for the audit rule)."""
+    bit = 1 << op
+    found = [
+        b
+        for b in _candidates(group, keys)
+        if b.permission_type != _DENY and ALLOW_BITS[b.operation] & bit
+    ]
+    return found[0] if len(found) == 1 else max(found, key=_kafka_order)
 
 
 class TypeIndex:
     """All ACLs of one resource type. Immutable once built."""
 
-    __slots__ = ("count", "length_counts", "lengths", "literal", "members", "prefixed", "wildcard")
+    __slots__ = ("count", "length_counts", "lengths", "literal", "prefixed", "wildcard")
 
     def __init__(
         self,
-        members: dict[PatternKey, frozenset[AclBinding]],
         literal: dict[str, Group],
         prefixed: dict[str, Group],
         length_counts: dict[int, int],
         count: int,
     ) -> None:
-        self.members = members
         self.literal = literal
         self.prefixed = prefixed
         self.length_counts = length_counts
@@ -124,43 +130,43 @@ class TypeIndex:
         self.count = count
 
     @classmethod
-    def build(cls, members: dict[PatternKey, frozenset[AclBinding]]) -> TypeIndex:
-        literal: dict[str, Group] = {}
-        prefixed: dict[str, Group] = {}
-        length_counts: dict[int, int] = defaultdict(int)
-        for (name, pattern), bindings in members.items():
-            if pattern == _LITERAL:
-                literal[name] = build_group(bindings)
-            else:
-                prefixed[name] = build_group(bindings)
-                length_counts[len(name)] += 1
-        count = sum(len(b) for b in members.values())
-        return cls(members, literal, prefixed, dict(length_counts), count)
+    def build(cls, patterns: Mapping[PatternKey, Iterable[AclBinding]]) -> TypeIndex:
+        """From distinct bindings grouped by pattern."""
+        return cls({}, {}, {}, 0).apply(patterns)
 
-    def apply(self, changed: Mapping[PatternKey, frozenset[AclBinding]]) -> TypeIndex:
-        """A new index where each changed pattern holds the given bindings (empty = gone)."""
-        members = dict(self.members)
+    def bindings(self) -> Iterator[AclBinding]:
+        for groups in (self.literal, self.prefixed):
+            for group in groups.values():
+                yield from group_bindings(group)
+
+    def pattern_bindings(self, key: PatternKey) -> set[AclBinding]:
+        name, pattern = key
+        group = (self.literal if pattern == _LITERAL else self.prefixed).get(name)
+        return set(group_bindings(group)) if group else set()
+
+    def apply(self, changed: Mapping[PatternKey, Iterable[AclBinding]]) -> TypeIndex:
+        """A new index where each changed pattern holds exactly the given distinct bindings
+        (none = the pattern is gone). Untouched groups are shared, not copied."""
         literal = dict(self.literal)
         prefixed = dict(self.prefixed)
         length_counts = dict(self.length_counts)
         count = self.count
-        for key, bindings in changed.items():
-            name, pattern = key
-            before = members.pop(key, frozenset())
-            count -= len(before)
+        for (name, pattern), bindings in changed.items():
             target = literal if pattern == _LITERAL else prefixed
-            if pattern == _PREFIXED and before:
-                length_counts[len(name)] -= 1
-                if not length_counts[len(name)]:
-                    del length_counts[len(name)]
-            target.pop(name, None)
-            if bindings:
-                members[key] = bindings
-                count += len(bindings)
-                target[name] = build_group(bindings)
+            before = target.pop(name, None)
+            if before is not None:
+                count -= group_size(before)
+                if pattern == _PREFIXED:
+                    length_counts[len(name)] -= 1
+                    if not length_counts[len(name)]:
+                        del length_counts[len(name)]
+            group = build_group(bindings)
+            if group:
+                target[name] = group
+                count += group_size(group)
                 if pattern == _PREFIXED:
                     length_counts[len(name)] = length_counts.get(len(name), 0) + 1
-        return TypeIndex(members, literal, prefixed, length_counts, count)
+        return TypeIndex(literal, prefixed, length_counts, count)
 
     def decide(self, principal: str, host: str, op: int, name: str, no_acl: Decision) -> Decision:
         """authorization.md §3.1 after the super-user check; `no_acl` is the configured default.
@@ -188,37 +194,34 @@ class TypeIndex:
             return no_acl
 
         bit = 1 << op
-        wildcard_principal = principal != WILDCARD_PRINCIPAL
-        wildcard_host = host != WILDCARD_HOST
+        keys = query_keys(principal, host)
         allowing = None
         for group in groups:
-            for hosts in (
-                group.get(principal),
-                group.get(WILDCARD_PRINCIPAL) if wildcard_principal else None,
-            ):
-                if hosts:
-                    for entry in (
-                        hosts.get(host),
-                        hosts.get(WILDCARD_HOST) if wildcard_host else None,
-                    ):
-                        if entry is not None:
-                            if entry[0] & bit:
-                                return Decision(
-                                    False, RULE_ACL, first_deny(group, principal, host, op)
-                                )
-                            if entry[1] & bit:
-                                allowing = group
+            for key in keys:
+                row = group.get(key)
+                if row is not None:
+                    if row[0] & bit:
+                        return Decision(False, RULE_ACL, first_deny(group, keys, op))
+                    if row[1] & bit:
+                        allowing = group
         if allowing is not None:
-            return Decision(True, RULE_ACL, last_allow(allowing, principal, host, op))
+            return Decision(True, RULE_ACL, last_allow(allowing, keys, op))
         return DEFAULT_DENY
 
 
 def group_by_type(
     bindings: Iterable[AclBinding],
-) -> dict[ResourceType, dict[PatternKey, set[AclBinding]]]:
-    out: dict[ResourceType, dict[PatternKey, set[AclBinding]]] = {}
+) -> dict[ResourceType, dict[PatternKey, list[AclBinding]]]:
+    """Distinct bindings -> type -> pattern -> bindings."""
+    out: dict[ResourceType, dict[PatternKey, list[AclBinding]]] = {}
     for b in bindings:
-        out.setdefault(b.resource_type, {}).setdefault(
-            (b.resource_name, b.pattern_type), set()
-        ).add(b)
+        patterns = out.get(b.resource_type)
+        if patterns is None:
+            patterns = out[b.resource_type] = {}
+        key = (b.resource_name, b.pattern_type)
+        found = patterns.get(key)
+        if found is None:
+            patterns[key] = [b]
+        else:
+            found.append(b)
     return out

@@ -120,9 +120,20 @@ def pascal_case(name: str) -> str:
     return "".join(part[:1].upper() + part[1:].lower() for part in name.split("_"))
 
 
+# spelling -> member, per enum: parse_enum's memo, also read directly by AclBinding.from_dict
+_PARSED: dict[type, dict[str, IntEnum]] = {
+    e: {} for e in (ResourceType, PatternType, AclOperation, AclPermissionType)
+}
+
+
 def parse_enum(enum: type[E], text: str) -> E:
     """Enum member by name, case-insensitively; `DescribeConfigs` is accepted for
     `DESCRIBE_CONFIGS` too, so ACLs written in Kafka's PascalCase (ZK JSON) also load."""
+    memo = _PARSED.setdefault(enum, {})
+    try:
+        return memo[text]  # type: ignore[return-value]
+    except (KeyError, TypeError):
+        pass
     if not isinstance(text, str):
         raise ValueError(f"expected a string, got {text!r}")
     key = text.strip().upper()
@@ -132,6 +143,7 @@ def parse_enum(enum: type[E], text: str) -> E:
     if member is None:
         names = ", ".join(enum.__members__)
         raise ValueError(f"unknown {enum.__name__} {text!r} (expected one of {names})")
+    memo[text] = member
     return member
 
 
@@ -191,6 +203,7 @@ FIELDS: dict[str, type[IntEnum] | None] = {
     "operation": AclOperation,
     "permission_type": AclPermissionType,
 }
+_FIELD_NAMES = frozenset(FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,31 +231,68 @@ class AclBinding:
         }
 
     @classmethod
-    def from_dict(cls, data: Any) -> AclBinding:
-        """Parse and validate an ACL-file entry; errors carry the field name."""
+    def from_dict(cls, data: Any, strings: dict[str, str] | None = None) -> AclBinding:
+        """Parse and validate an ACL-file entry; errors carry the field name. `strings`, when
+        given, makes equal names/principals/hosts of many entries share one object."""
+        try:  # fast path for well-formed entries in already-seen spellings (a big file)
+            if data.keys() == _FIELD_NAMES:
+                name, principal, host = data["resource_name"], data["principal"], data["host"]
+                if type(name) is str and type(principal) is str and type(host) is str:
+                    if strings is not None:
+                        name = strings.setdefault(name, name)
+                        principal = strings.setdefault(principal, principal)
+                        host = strings.setdefault(host, host)
+                    binding = cls(
+                        _PARSED[ResourceType][data["resource_type"]],  # type: ignore[arg-type]
+                        name,
+                        _PARSED[PatternType][data["pattern_type"]],  # type: ignore[arg-type]
+                        principal,
+                        host,
+                        _PARSED[AclOperation][data["operation"]],  # type: ignore[arg-type]
+                        _PARSED[AclPermissionType][data["permission_type"]],  # type: ignore[arg-type]
+                    )
+                    binding.validate()
+                    return binding
+        except (AttributeError, KeyError, TypeError):
+            pass
+        return cls._from_dict_slowly(data)
+
+    @classmethod
+    def _from_dict_slowly(cls, data: Any) -> AclBinding:
+        """from_dict with a precise error for every way an entry can be wrong."""
         if not isinstance(data, dict):
             raise InvalidAclError("", f"expected an object, got {type(data).__name__}")
-        unknown = sorted(set(data) - FIELDS.keys())
+        unknown = sorted(set(data) - _FIELD_NAMES)
         if unknown:
             raise InvalidAclError(unknown[0], f"unknown field {unknown[0]!r}")
-        values: dict[str, Any] = {}
+        values = []
         for field, enum in FIELDS.items():
             if field not in data:
                 raise InvalidAclError(field, "missing field")
             raw = data[field]
-            if not isinstance(raw, str):
+            if type(raw) is not str:
                 raise InvalidAclError(field, f"expected a string, got {raw!r}")
             try:
-                values[field] = parse_enum(enum, raw) if enum else raw
+                values.append(parse_enum(enum, raw) if enum else raw)
             except ValueError as exc:
                 raise InvalidAclError(field, str(exc)) from None
-        binding = cls(**values)
+        binding = cls(*values)
         binding.validate()
         return binding
 
     def validate(self) -> None:
         """Kafka's create-time checks (AclApis, then AclControlManager.validateNewAcl), with
         Kafka's messages, plus the principal format every Kafka tool requires."""
+        if (
+            self.resource_name
+            and self.resource_type > ResourceType.ANY
+            and self.pattern_type >= PatternType.LITERAL
+            and self.operation > AclOperation.ANY
+            and self.permission_type > AclPermissionType.ANY
+            and ":" in self.principal
+            and (self.resource_type != ResourceType.CLUSTER or self.resource_name == CLUSTER_NAME)
+        ):
+            return
         if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
             raise InvalidAclError(
                 "resource_name", f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
@@ -344,24 +394,41 @@ AclBindingFilter.ANY = AclBindingFilter()
 # --------------------------------------------------------------------------- Kafka's order
 
 
-def java_key(text: str) -> bytes:
-    """Sort key equal to Java's String.compareTo order (UTF-16 code units)."""
-    return text.encode("utf-16-be", "surrogatepass")
+def java_key(text: str) -> str:
+    """A sort key that orders like Java's String.compareTo (UTF-16 code units). Code point
+    order is the same except for characters beyond the BMP, which become their surrogates."""
+    if text.isascii() or max(text) < "\U00010000":
+        return text
+    units = text.encode("utf-16-be", "surrogatepass")
+    return "".join(chr(int.from_bytes(units[i : i + 2], "big")) for i in range(0, len(units), 2))
 
 
 def listing_order(bindings: Iterable[AclBinding]) -> list[AclBinding]:
     """StandardAcl.compareTo order, in which KRaft lists ACLs (§3.11): type, name descending,
-    pattern, operation, principal, host, permission. Stable sorts, least significant first."""
-    out = sorted(
-        bindings,
-        key=lambda b: (
-            b.pattern_type,
-            b.operation,
-            java_key(b.principal),
-            java_key(b.host),
-            b.permission_type,
-        ),
-    )
-    out.sort(key=lambda b: java_key(b.resource_name), reverse=True)
-    out.sort(key=lambda b: b.resource_type)
+    pattern, operation, principal, host, permission. Sorts the distinct resources, then each
+    resource's few entries, instead of one big sort with a composite key."""
+    by_resource: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+    for b in bindings:
+        key = (b.resource_type, b.resource_name)
+        found = by_resource.get(key)
+        if found is None:
+            by_resource[key] = [b]
+        else:
+            found.append(b)
+    resources = sorted(by_resource, key=lambda k: java_key(k[1]), reverse=True)
+    resources.sort(key=lambda k: k[0])
+    out: list[AclBinding] = []
+    for key in resources:
+        entries = by_resource[key]
+        if len(entries) > 1:
+            entries.sort(
+                key=lambda b: (
+                    b.pattern_type,
+                    b.operation,
+                    java_key(b.principal),
+                    java_key(b.host),
+                    b.permission_type,
+                )
+            )
+        out += entries
     return out

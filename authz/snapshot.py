@@ -29,9 +29,9 @@ class Snapshot:
 
     @classmethod
     def build(cls, bindings: Iterable[AclBinding], version: int, cache_size: int) -> Snapshot:
+        """From distinct bindings."""
         types = {
-            rtype: TypeIndex.build({key: frozenset(v) for key, v in patterns.items()})
-            for rtype, patterns in group_by_type(bindings).items()
+            rtype: TypeIndex.build(patterns) for rtype, patterns in group_by_type(bindings).items()
         }
         return cls(types, version, cache_size)
 
@@ -42,16 +42,19 @@ class Snapshot:
         version: int,
         cache_size: int,
     ) -> Snapshot | None:
-        """The snapshot after removing then adding; None when nothing changes."""
-        changed: dict[ResourceType, dict[PatternKey, set[AclBinding]]] = {}
+        """The snapshot after removing then adding; None when nothing changes. Only the
+        resource patterns the batch touches are rebuilt."""
+        before: dict[tuple[ResourceType, PatternKey], set[AclBinding]] = {}
+        after: dict[tuple[ResourceType, PatternKey], set[AclBinding]] = {}
 
         def current(b: AclBinding) -> set[AclBinding]:
-            patterns = changed.setdefault(b.resource_type, {})
-            key = (b.resource_name, b.pattern_type)
-            found = patterns.get(key)
+            key = (b.resource_type, (b.resource_name, b.pattern_type))
+            found = after.get(key)
             if found is None:
                 index = self.types.get(b.resource_type)
-                found = patterns[key] = set(index.members.get(key, ()) if index else ())
+                found = index.pattern_bindings(key[1]) if index else set()
+                before[key] = set(found)
+                after[key] = found
             return found
 
         for b in remove:
@@ -59,37 +62,31 @@ class Snapshot:
         for b in add:
             current(b).add(b)
 
+        changed: dict[ResourceType, dict[PatternKey, set[AclBinding]]] = {}
+        for (rtype, pattern), bindings in after.items():
+            if bindings != before[(rtype, pattern)]:
+                changed.setdefault(rtype, {})[pattern] = bindings
+        if not changed:
+            return None
         types = dict(self.types)
-        touched = False
         for rtype, patterns in changed.items():
             index = self.types.get(rtype)
-            before = index.members if index else {}
-            delta = {
-                key: frozenset(v)
-                for key, v in patterns.items()
-                if before.get(key, frozenset()) != v
-            }
-            if not delta:
-                continue
-            touched = True
-            index = (
-                index.apply(delta)
-                if index
-                else TypeIndex.build({k: v for k, v in delta.items() if v})
-            )
+            index = index.apply(patterns) if index else TypeIndex.build(patterns)
             if index.count:
                 types[rtype] = index
             else:
                 types.pop(rtype, None)
-        return Snapshot(types, version, cache_size) if touched else None
+        return Snapshot(types, version, cache_size)
 
     def binding_set(self) -> set[AclBinding]:
-        return {b for index in self.types.values() for v in index.members.values() for b in v}
+        return {b for index in self.types.values() for b in index.bindings()}
 
     def bindings(self) -> list[AclBinding]:
         """Every ACL in Kafka's listing order (computed once per snapshot)."""
         if self._sorted is None:
-            self._sorted = listing_order(self.binding_set())
+            self._sorted = listing_order(
+                b for index in self.types.values() for b in index.bindings()
+            )
         return self._sorted
 
     def type_groups(self, rtype: ResourceType) -> byresourcetype.TypeGroups:
@@ -97,7 +94,6 @@ class Snapshot:
         groups = self._by_type_groups.get(rtype)
         if groups is None:
             index = self.types.get(rtype)
-            members = index.members.values() if index else ()
-            groups = byresourcetype.build(b for v in members for b in v)
+            groups = byresourcetype.build(index.bindings() if index else ())
             self._by_type_groups[rtype] = groups
         return groups

@@ -229,3 +229,10 @@ MATCH_CASES = [
 @pytest.mark.parametrize(("binding", "flt", "expected"), MATCH_CASES)
 def test_filter_any_and_match_semantics(binding, flt, expected):
     assert flt.matches(binding) is expected
+
+
+def test_listing_uses_java_string_order_for_names_beyond_the_bmp():
+    emoji = acl(G, "\U0001f600", LIT, "User:a", "*", Op.READ, ALLOW)  # UTF-16: D83D DE00
+    replacement = acl(G, "\ufffd", LIT, "User:a", "*", Op.READ, ALLOW)  # UTF-16: FFFD
+    # names sort descending; in UTF-16 units U+FFFD is the greater, in code points the smaller
+    assert loaded([emoji, replacement]).acls() == [replacement, emoji]
