@@ -203,9 +203,9 @@ def build_world() -> tuple[list[dict[str, str]], list[Activity]]:
         "READ",
         "TOPIC",
         "payments.settlements",
-        0.4,
+        4.0,
     )
-    acts += [legacy, replace(legacy, api="metadata", operation="DESCRIBE", weight=0.1)]
+    acts += [legacy, replace(legacy, api="metadata", operation="DESCRIBE", weight=1.0)]
     anon = Activity(
         "User:ANONYMOUS",
         "192.168.7.21",
@@ -214,7 +214,7 @@ def build_world() -> tuple[list[dict[str, str]], list[Activity]]:
         "DESCRIBE",
         "TOPIC",
         "orders.created",
-        0.2,
+        1.5,
         listener="PLAINTEXT",
     )
     acts += [anon, replace(anon, host="192.168.7.22", resource_name="payments.refunds")]
@@ -225,7 +225,7 @@ def build_world() -> tuple[list[dict[str, str]], list[Activity]]:
         "search-indexer",
         [f"{team}.{n}" for n in names],
         "search-indexer",
-        0.6,
+        1.5,
     )
     # Never used: a retired reporting service and a DELETE right nobody exercises.
     acls += [

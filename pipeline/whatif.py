@@ -136,7 +136,7 @@ def _flip_counts(decisions: DataFrame) -> dict[str, Any]:
 def write_whatif(
     decisions: DataFrame, out: Path, header: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Write decisions/, to_denied/, to_allowed/ (Parquet + CSV) and summary.json under `out`.
+    """Write decisions/ (Parquet), to_denied/ and to_allowed/ (CSV) and summary.json to `out`.
 
     `header` (tool, inputs, candidate file...) leads the summary; the summary is returned.
     """
@@ -148,9 +148,8 @@ def write_whatif(
         summary: dict[str, Any] = dict(header or {})
         summary.update(_flip_counts(decisions))
         for name in ("to_denied", "to_allowed"):
-            flips = decisions.filter(F.col("flip") == name).drop("flip")
-            write_parquet(flips, out / name / "parquet")
-            write_csv(flips.drop("candidate_acl"), out / name / "csv")
+            flips = decisions.filter(F.col("flip") == name).drop("flip", "candidate_acl")
+            write_csv(flips.orderBy(F.desc("count"), *KEY_FIELDS), out / name)
         summary.update(_flip_lists(decisions, LIST_LIMIT))
         write_json(summary, out / "summary.json")
         return summary
