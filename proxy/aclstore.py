@@ -207,7 +207,10 @@ class AclFileWatcher:
         """Poll forever (cancel to stop). File reads and index builds run in a worker thread
         so a large policy never stalls the event loop."""
         while True:
-            await asyncio.to_thread(self.reload_once)
+            try:
+                await asyncio.to_thread(self.reload_once)
+            except Exception:  # a bug must not silently end hot reload for the process's life
+                self.log.exception("ACL file watcher: unexpected error; will retry")
             await asyncio.sleep(self.interval)
 
     def start(self) -> asyncio.Task[None]:

@@ -177,22 +177,31 @@ def test_idempotent_cluster_acl_is_literal_even_with_prefixed_topics(acl_file):
 
 @pytest.mark.parametrize("pattern", list(PatternType))
 def test_f11_pattern_types(acl_file, pattern):
+    """--add works only for LITERAL and PREFIXED; --list and --remove for all but UNKNOWN."""
     base = ["--acl-file", str(acl_file)]
+    ok(aclgate(*base, "--allow-principal", "User:other", "--topic", "Test", "--add"))
     add = aclgate(*base, "--allow-principal", "User:test2", "--producer", "--topic", "Test",
                   "--add", "--resource-pattern-type", pattern.name)  # fmt: skip
-    assert (add.returncode == 0) == (pattern in (LIT, PRE)), add
     listing = aclgate(*base, "--topic", "Test", "--list", "--resource-pattern-type", pattern.name)
     remove = aclgate(*base, "--topic", "Test", "--force", "--remove", "--resource-pattern-type", pattern.name)  # fmt: skip
+    assert (add.returncode == 0) == (pattern in (LIT, PRE)), add
     if pattern == PatternType.UNKNOWN:
-        assert listing.returncode == remove.returncode == 1
+        assert listing.returncode == remove.returncode == add.returncode == 1
         assert listing.stderr.startswith("Unknown resource-pattern-type: UNKNOWN\n")
-    elif acl_file.exists():
+        assert add.stderr.startswith("Unknown resource-pattern-type: UNKNOWN\n")
+    else:
         assert listing.returncode == remove.returncode == 0, (listing, remove)
-    if pattern in (PatternType.ANY, PatternType.MATCH, PatternType.UNKNOWN):
+        shown = "PREFIXED" if pattern == PRE else "LITERAL"  # an exact filter shows its own
+        assert (
+            f"ResourcePattern(resourceType=TOPIC, name=Test, patternType={shown})" in listing.stdout
+        )
+    if pattern in (PatternType.ANY, PatternType.MATCH):
         assert add.stderr.startswith(
             f"A '--resource-pattern-type' value of '{pattern.name}' is not valid when adding acls."
-            if pattern != PatternType.UNKNOWN
-            else "Unknown resource-pattern-type"
+        )
+    if pattern in (LIT, PatternType.ANY, PatternType.MATCH):  # these filters cover (Test, LITERAL)
+        assert not any(
+            b.resource_name == "Test" and b.pattern_type == LIT for b in stored(acl_file)
         )
 
 
