@@ -212,7 +212,9 @@ def render(results: dict) -> str:
         f"`python -m bench.authz` on {env['python']} ({env['platform']}, {env['cpus']} CPUs), "
         f"{env['date']}. ACL set: Kafka's AuthorizerBenchmark shape with resourceCount=10,000, "
         f"aclCount=50, denyPercentage=20 ({results['acl_count']:,} ACLs). Kafka's own JMH figure for "
-        "this shape is about 0.3 ms per uncached authorize (authorization.md §12.3).",
+        "this shape is about 0.3 ms per uncached authorize (authorization.md §12.3). Per-call "
+        "figures are CPU time (best of 5 runs), so other load on the machine does not inflate "
+        "them; one-off costs (ms, s) are wall-clock time.",
         "",
         "| measurement | value | target |",
         "|---|---:|---|",
