@@ -1,8 +1,7 @@
 """Decode and encode whole messages with kio, with the guards kio itself lacks.
 
-kio does not check for trailing bytes and drops unknown tagged fields on re-encode, so these
-helpers are used only where a message must be understood or rewritten; everything else is
-forwarded or spliced as bytes.
+kio drops unknown tagged fields on re-encode, so these helpers are used only where a message
+must be understood or rewritten; everything else is forwarded or spliced as bytes.
 """
 
 from __future__ import annotations
@@ -37,18 +36,20 @@ class MalformedResponse(Exception):
 
 
 def decode_request(frame: bytes | memoryview, header: RequestHeader) -> Any:
-    """The request body as a kio entity; MalformedRequest on bad or trailing bytes."""
+    """The request body as a kio entity; MalformedRequest when it does not parse.
+
+    Bytes after the body are ignored, as Kafka's broker ignores them (RequestContext parses
+    what the schema needs): librdkafka 2.16 sends all-topics Metadata v12 requests with three
+    extra bytes, so rejecting them would break a real client the broker accepts. The proxy
+    reads a request exactly as far as the broker reads it.
+    """
     cls = request_class(header.api_key, header.api_version)
     try:
-        body, used = entity_reader(cls)(frame, header.body_offset)
+        body, _used = entity_reader(cls)(frame, header.body_offset)
     except DECODE_ERRORS as exc:
         raise MalformedRequest(
             f"cannot decode {cls.__name__} v{header.api_version}: {exc!r}"
         ) from exc
-    if header.body_offset + used != len(frame):
-        raise MalformedRequest(
-            f"{cls.__name__} v{header.api_version} has {len(frame) - header.body_offset - used} trailing bytes"
-        )
     return body
 
 
@@ -62,11 +63,9 @@ def decode_response(frame: bytes | memoryview, api_key: int, api_version: int) -
     cls = response_class(api_key, api_version)
     try:
         offset = response_body_offset(frame, api_key, api_version)
-        body, used = entity_reader(cls)(frame, offset)
+        body, _used = entity_reader(cls)(frame, offset)
     except DECODE_ERRORS as exc:
         raise MalformedResponse(f"cannot decode {cls.__name__} v{api_version}: {exc!r}") from exc
-    if offset + used != len(frame):
-        raise MalformedResponse(f"{cls.__name__} v{api_version} has trailing bytes")
     return body
 
 

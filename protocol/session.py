@@ -186,7 +186,7 @@ class ProxySession:
                 self._process(frame)
                 if self.closed or self.closing:
                     break
-                if self._stalls:
+                if self._stalls:  # the frame itself may have been parked at the front
                     self._backlog.extend(frames[i + 1 :])
                     break
         self._update_pause()
@@ -199,7 +199,11 @@ class ProxySession:
         try:
             limit = self.config.max_in_flight
             backlog = self._backlog
-            while backlog and not (self._stalls or self.closed or self.closing) and len(self._fifo) < limit:
+            while (
+                backlog
+                and not (self._stalls or self.closed or self.closing)
+                and len(self._fifo) < limit
+            ):
                 self._process(backlog.popleft())
         finally:
             self._draining = False
@@ -300,6 +304,13 @@ class ProxySession:
     def complete(self, slot: Slot, response: bytes) -> None:
         self._fill(slot, response)
         self._flush()
+
+    def retry_after(self, frame: Frame, start: Callable[[Callable[[], None]], None]) -> None:
+        """Park `frame` and the requests behind it; `start(done)` begins the work (e.g. a
+        lookup upstream) and calls `done()` when the frame can be handled again."""
+        self._backlog.appendleft(frame)
+        self.stall()
+        start(self.resume)
 
     def stall(self) -> None:
         """Hold further requests (they wait in the backlog) until `resume`."""

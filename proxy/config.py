@@ -101,6 +101,8 @@ def _setting(
     multiple: bool = False,
     choices: Sequence[str] | None = None,
     flag: str | None = None,
+    boolean: bool = False,
+    lower: bool = False,
 ) -> Any:
     meta = {
         "help": help,
@@ -109,6 +111,8 @@ def _setting(
         "multiple": multiple,
         "choices": choices,
         "flag": flag,
+        "boolean": boolean,
+        "lower": lower,
     }
     if multiple or isinstance(default, dict):
         factory = (lambda d=default: type(d)(d)) if default is not None else list
@@ -184,6 +188,61 @@ class ProxyConfig:
         10.0, parse=float, metavar="SECONDS", help="upstream connect timeout (default 10)"
     )
 
+    # ------------------------------------------------------------------------ policy
+    acl_file: Path | None = _setting(
+        parse=Path,
+        metavar="PATH",
+        help="the ACL file (JSON; manage it with `aclgate acls --acl-file PATH`); reloaded when it "
+        "changes, a broken file keeps the previous policy. Without it only super users (and "
+        "--allow-everyone-if-no-acl-found) get through",
+    )
+    acl_file_missing_ok: bool = _setting(
+        False,
+        boolean=True,
+        help="start with an empty policy when --acl-file does not exist yet (it is loaded when it appears)",
+    )
+    super_user: list[str] = _setting(
+        multiple=True,
+        metavar="PRINCIPAL",
+        help="principal allowed everything, e.g. User:admin (repeatable; like Kafka's super.users)",
+    )
+    allow_everyone_if_no_acl_found: bool = _setting(
+        False,
+        boolean=True,
+        help="allow a request on a resource that has no ACL at all (Kafka's setting of the same "
+        "name; off by default: then only super users may touch resources without ACLs)",
+    )
+    mode: str = _setting(
+        "enforce",
+        choices=("enforce", "dry-run"),
+        lower=True,
+        help="enforce: deny what the ACLs deny. dry-run: decide, audit and count, but forward "
+        "everything untouched (audit events say enforced=false) (default enforce)",
+    )
+    audit_file: Path | None = _setting(
+        parse=Path,
+        metavar="PATH",
+        help="write audit events (JSON Lines) here; rotated by size, rotated files gzipped",
+    )
+    audit_max_bytes: int = _setting(
+        100 * 1024 * 1024,
+        parse=parse_size,
+        metavar="BYTES",
+        help="rotate the audit file at this size (default 100MiB)",
+    )
+    audit_keep: int = _setting(
+        20, parse=int, metavar="N", help="rotated audit files to keep (default 20)"
+    )
+    audit_window: float = _setting(
+        10.0,
+        parse=float,
+        metavar="SECONDS",
+        help="allowed decisions are aggregated per window of this length (default 10)",
+    )
+    proxy_name: str | None = _setting(
+        metavar="NAME", help="this instance's name in audit events (default HOST:PORT of --listen)"
+    )
+
     # ------------------------------------------------------------------ derived values
 
     @property
@@ -208,6 +267,22 @@ class ProxyConfig:
             raise ConfigError("max_frame_bytes must be positive")
         if self.max_in_flight <= 0:
             raise ConfigError("max_in_flight must be positive")
+        from authz.authorizer import parse_super_users
+
+        for principal in self.super_user:
+            try:
+                parse_super_users(principal)
+            except ValueError as exc:
+                raise ConfigError(f"super_user: {exc}") from None
+        if (
+            self.acl_file is not None
+            and not self.acl_file_missing_ok
+            and not self.acl_file.exists()
+        ):
+            raise ConfigError(
+                f"acl_file: {self.acl_file} does not exist (create it with `aclgate acls --acl-file "
+                f"{self.acl_file} --add ...`, or pass --acl-file-missing-ok to start with an empty policy)"
+            )
         return self
 
 
@@ -231,14 +306,21 @@ def _convert(f: dataclasses.Field, value: Any, origin: str) -> Any:
             return dict(parsed) if isinstance(f.default_factory(), dict) else parsed
         if value is None:
             return None
+        if f.metadata["boolean"]:
+            if not isinstance(value, bool):
+                raise ConfigError(f"must be true or false, not {value!r}")
+            return value
         if parse is not None and isinstance(value, str):
             return parse(value)
         if parse is not None and f.type in ("int", "float"):
             return parse(value)
         choices = f.metadata["choices"]
-        if choices and str(value).upper() not in choices:
-            raise ConfigError(f"must be one of {', '.join(choices)}")
-        return str(value).upper() if choices else value
+        if choices:
+            norm = str(value).lower() if f.metadata["lower"] else str(value).upper()
+            if norm not in choices:
+                raise ConfigError(f"must be one of {', '.join(choices)}")
+            return norm
+        return value
     except ConfigError as exc:
         raise ConfigError(f"{origin} {f.name}: {exc}") from None
 
@@ -274,9 +356,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["metavar"] = meta["metavar"]
         if meta["choices"]:
             kwargs["choices"] = meta["choices"]
-            kwargs["type"] = str.upper
+            kwargs["type"] = str.lower if meta["lower"] else str.upper
         if meta["multiple"]:
             kwargs["action"] = "append"
+        if meta["boolean"]:
+            kwargs.pop("metavar", None)
+            kwargs["action"] = "store_const"
+            kwargs["const"] = True
         parser.add_argument(flag, **kwargs)
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from protocol.enforce.context import AuthContext
+from protocol.hosts import java_host_string
 from protocol.session import ProxySession
 from proxy.upstream import set_nodelay
 
@@ -71,9 +73,11 @@ class ClientConnection(asyncio.Protocol):
         self.pause_client("connecting")
         self._connect_task = asyncio.ensure_future(self._connect_upstream())
 
-    def context(self) -> dict[str, Any]:
+    def context(self) -> AuthContext:
+        """Who this connection is: the principal comes from the connection, never a request."""
         peer = self.transport.get_extra_info("peername") if self.transport else None
-        return {"peer": peer, "listener": self.listener, "node_id": self.node_id}
+        host = java_host_string(peer[0]) if peer else "unknown"
+        return AuthContext(self.server.policy, "User:ANONYMOUS", host, "PLAINTEXT")
 
     def data_received(self, data: bytes) -> None:
         self.session.client_data(data)

@@ -27,12 +27,23 @@ def main(argv: list[str] | None = None) -> int:
         print("this needs confluent-kafka: pip install 'aclgate[demo]'", file=sys.stderr)
         return 2
     if args.command == "produce":
-        producer = Producer({"bootstrap.servers": args.bootstrap})
+        errors: list[str] = []
+
+        def delivered(err, msg) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        producer = Producer({"bootstrap.servers": args.bootstrap, "message.timeout.ms": 10000})
         for value in args.values:
-            producer.produce(args.topic, value.encode())
+            producer.produce(args.topic, value.encode(), on_delivery=delivered)
         left = producer.flush(15)
-        print(f"sent {len(args.values) - left} message(s) to {args.topic}")
-        return 1 if left else 0
+        if errors or left:
+            print(
+                f"not sent to {args.topic}: {errors[0] if errors else 'timed out'}", file=sys.stderr
+            )
+            return 1
+        print(f"sent {len(args.values)} message(s) to {args.topic}")
+        return 0
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
@@ -51,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if msg.error():
                 print(f"error: {msg.error()}", file=sys.stderr)
+                if msg.error().fatal() or "AUTHORIZATION" in msg.error().name():
+                    return 1
                 continue
             print(
                 f"{msg.topic()}[{msg.partition()}]@{msg.offset()}: {msg.value().decode(errors='replace')}"

@@ -10,12 +10,17 @@ from typing import Any
 
 from kio.serial import entity_reader
 
+from authz.authorizer import Authorizer
 from protocol.apiversions import unsupported_version_response
-from protocol.routing import allowed_versions, transparent_handlers
+from protocol.enforce.context import Policy
+from protocol.enforce.table import advertised_versions, handlers
 from protocol.session import SessionConfig
 from protocol.versions import KIO_RANGES, api_name, request_class, response_class
+from proxy.aclstore import AclFileWatcher
+from proxy.audit import AuditLog
 from proxy.config import ProxyConfig
 from proxy.connection import ClientConnection
+from proxy.decisions import DecisionRecorder
 from proxy.directory import NodeDirectory
 from proxy.http import HealthServer
 from proxy.metrics import ProxyMetrics
@@ -53,7 +58,18 @@ class ProxyServer:
         self.upstream_seen = False
         self._dropped_logged: set[int] = set()
         self._pending_listeners: list[asyncio.Task] = []
-        allowed = allowed_versions(config.api_version_cap)
+        self._tasks: list[asyncio.Task] = []
+        self.authorizer = Authorizer(config.super_user, config.allow_everyone_if_no_acl_found)
+        self.watcher = AclFileWatcher(config.acl_file, self.authorizer) if config.acl_file else None
+        self.audit: AuditLog | None = None
+        self.recorder = DecisionRecorder(self.metrics.registry, None)
+        self.policy = Policy(
+            authorizer=self.authorizer,
+            mode=config.mode,
+            sink=self.recorder,
+            lookup_topic_ids=self._lookup_topic_ids,
+        )
+        allowed = advertised_versions(config.api_version_cap)
         self.directory = NodeDirectory(
             bind_host=config.listen[0],
             client_host=config.client_host,
@@ -63,7 +79,7 @@ class ProxyServer:
             reserved={config.listen[1]},
         )
         self.session_config = SessionConfig(
-            handlers=transparent_handlers(allowed),
+            handlers=handlers(),
             allowed_versions=allowed,
             directory=self.directory,
             max_frame=config.max_frame_bytes,
@@ -76,7 +92,32 @@ class ProxyServer:
 
     # lifecycle ---------------------------------------------------------------------
 
+    def _load_policy(self) -> None:
+        """ACLs are in force before the first client is accepted (Kafka's early-start rule)."""
+        if self.watcher is not None:
+            if self.config.acl_file.exists() or not self.config.acl_file_missing_ok:
+                self.watcher.reload_once(strict=True)
+            else:
+                log.warning(
+                    "ACL file %s does not exist yet: starting with an empty policy",
+                    self.config.acl_file,
+                )
+                self.authorizer.load(())
+        else:
+            self.authorizer.load(())
+            if not self.config.allow_everyone_if_no_acl_found:
+                log.warning(
+                    "no --acl-file: every request of a principal that is not a super user (%s) will be "
+                    "denied; give --acl-file, or --allow-everyone-if-no-acl-found",
+                    ", ".join(self.config.super_user) or "none configured",
+                )
+        if self.config.mode != "enforce":
+            log.warning(
+                "DRY-RUN mode: decisions are audited but NOT enforced; everything is forwarded"
+            )
+
     async def start(self) -> None:
+        self._load_policy()
         log.info("pre-compiled kio readers in %.2fs", prewarm_kio())
         loop = asyncio.get_running_loop()
         host, port = self.config.listen
@@ -89,6 +130,18 @@ class ProxyServer:
         )
         self.servers.append(server)
         self.bootstrap_address = server.sockets[0].getsockname()[:2]
+        if self.config.audit_file is not None:
+            self.audit = AuditLog(
+                self.config.audit_file,
+                self.config.proxy_name or "{}:{}".format(*self.bootstrap_address),
+                max_bytes=self.config.audit_max_bytes,
+                keep=self.config.audit_keep,
+                window=self.config.audit_window,
+            )
+            self.recorder.audit = self.audit
+            self._tasks.append(loop.create_task(self._audit_ticker()))
+        if self.watcher is not None:
+            self.watcher.start()
         # Reserve the actual bootstrap port (it may have been 0 = ephemeral).
         self.directory.reserved.add(self.bootstrap_address[1])
         self.directory.open_fixed()
@@ -103,7 +156,16 @@ class ProxyServer:
         )
         await self.refresh_brokers(raise_errors=False)
 
+    async def _audit_ticker(self) -> None:
+        while True:
+            await asyncio.sleep(min(1.0, self.config.audit_window))
+            self.audit.tick()
+
     async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self.watcher is not None:
+            await self.watcher.stop()
         for server in self.servers:
             server.close()
         for conn in list(self.connections):
@@ -115,6 +177,8 @@ class ProxyServer:
         if self.health:
             await self.health.close()
         await self.control.close()
+        if self.audit is not None:
+            self.audit.close()
 
     async def serve_forever(self) -> None:
         await self.start()
@@ -202,5 +266,47 @@ class ProxyServer:
             "upstream_reachable": self.upstream_seen,
             "brokers": sorted(self.directory.proxy_ports),
             "connections": len(self.connections),
+            "acls_loaded": self.authorizer.ready,
+            "acl_count": self.authorizer.acl_count(),
+            "policy_version": self.authorizer.version,
+            "mode": self.config.mode,
         }
-        return self.upstream_seen, details
+        if self.watcher is not None:
+            details["acl_file_error"] = self.watcher.last_error
+        return self.upstream_seen and self.authorizer.ready, details
+
+    # topic ids ---------------------------------------------------------------------
+
+    def _lookup_topic_ids(self, ids, done) -> None:
+        """Ask upstream which topics these ids are, feed the cache, then call `done`."""
+
+        async def lookup() -> None:
+            try:
+                version = self.control.version_for(3) if self.control.api_ranges else 0
+                if version >= 12:
+                    metadata = await self._metadata_by_ids(ids, version)
+                else:
+                    metadata = await self.control.metadata(None)
+                for topic in metadata.topics:
+                    self.policy.topic_ids.learn(getattr(topic, "topic_id", None), topic.name)
+            except Exception as exc:
+                log.warning("topic id lookup failed: %r", exc)
+            finally:
+                done()
+
+        self._tasks.append(asyncio.get_running_loop().create_task(lookup()))
+        self._tasks = [t for t in self._tasks if not t.done()]
+
+    async def _metadata_by_ids(self, ids, version: int):
+        from protocol.versions import request_class, request_module
+
+        cls = request_class(3, version)
+        mod = request_module(3, version)
+        topics = tuple(mod.MetadataRequestTopic(topic_id=i, name=None) for i in ids)
+        return await self.control.request(
+            cls(
+                topics=topics,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )

@@ -50,26 +50,63 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def banner(bootstrap: str, metrics: str, broker_log: Path) -> str:
+DEMO_ACLS = [
+    # the demo client is anonymous (plaintext): let it use everything named demo*
+    ("TOPIC", "demo", "PREFIXED", "User:ANONYMOUS", "ALL", "ALLOW"),
+    ("GROUP", "demo", "PREFIXED", "User:ANONYMOUS", "ALL", "ALLOW"),
+    # ... except reading one topic, to show a denial
+    ("TOPIC", "demo-secret", "LITERAL", "User:ANONYMOUS", "READ", "DENY"),
+]
+
+
+def write_demo_acls(path: Path) -> None:
+    from authz.aclfile import dump_acl_file
+    from authz.model import AclBinding
+
+    bindings = [
+        AclBinding.from_dict(
+            {
+                "resource_type": rtype,
+                "resource_name": name,
+                "pattern_type": pattern,
+                "principal": principal,
+                "host": "*",
+                "operation": op,
+                "permission_type": perm,
+            }
+        )
+        for rtype, name, pattern, principal, op, perm in DEMO_ACLS
+    ]
+    path.write_text(dump_acl_file(bindings))
+
+
+def banner(bootstrap: str, metrics: str, workdir: Path) -> str:
     py = sys.executable
+    demo = f"{py} -m proxy.democlient --bootstrap {bootstrap}"
     return f"""
   aclgate demo is running: an embedded broker (tansu) with aclgate in front of it.
 
     bootstrap servers   {bootstrap}
     metrics and health  http://{metrics}/metrics   /healthz   /readyz
-    broker log          {broker_log}
+    ACLs (hot reload)   {workdir}/acls.json
+    audit log           {workdir}/audit.jsonl
+    broker log          {workdir}/tansu.log
 
-  Try it from another terminal:
-    {py} -m proxy.democlient --bootstrap {bootstrap} produce demo "hello through aclgate"
-    {py} -m proxy.democlient --bootstrap {bootstrap} consume demo
+  Try it from another terminal (clients are User:ANONYMOUS on this plaintext listener):
+    {demo} produce demo "hello through aclgate"      allowed: topics demo* are open
+    {demo} consume demo
+    {demo} produce orders "nope"                     denied: no ACL for topic orders
+    {demo} produce demo-secret "x" && {demo} consume demo-secret    write ok, read denied
 
-  Any Kafka client works the same way, e.g. kcat -b {bootstrap} -L
+  Change the policy while it runs (the proxy reloads the file):
+    {py} -m proxy acls --acl-file {workdir}/acls.json --add --allow-principal User:ANONYMOUS --producer --topic orders
+    {py} -m proxy acls --acl-file {workdir}/acls.json --list
 
   Ctrl-C stops the proxy and the broker.
 """
 
 
-async def _run(config: ProxyConfig, broker_log: Path) -> None:
+async def _run(config: ProxyConfig, workdir: Path) -> None:
     from proxy.server import ProxyServer
 
     server = ProxyServer(config)
@@ -80,7 +117,7 @@ async def _run(config: ProxyConfig, broker_log: Path) -> None:
     await server.start()
     host, port = server.bootstrap_address
     metrics = "{}:{}".format(*server.metrics_address) if server.metrics_address else "(off)"
-    print(banner(f"{host}:{port}", metrics, broker_log), flush=True)
+    print(banner(f"{host}:{port}", metrics, workdir), flush=True)
     try:
         await stop.wait()
     finally:
@@ -97,8 +134,9 @@ def run(args: argparse.Namespace) -> int:
     metrics_host, metrics_port = parse_host_port(args.metrics_listen)
     if not _port_free(metrics_host, metrics_port):
         metrics_port = 0
-    broker_log = Path(tempfile.gettempdir()) / "aclgate-demo-tansu.log"
-    broker_log.unlink(missing_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="aclgate-demo-"))
+    broker_log = workdir / "tansu.log"
+    write_demo_acls(workdir / "acls.json")
     try:
         broker = TansuBroker(port=free_port(), log_path=broker_log).start()
     except BrokerStartError as exc:
@@ -110,11 +148,14 @@ def run(args: argparse.Namespace) -> int:
         listen=(host, port),
         metrics_listen=(metrics_host, metrics_port),
         log_level=args.log_level,
+        acl_file=workdir / "acls.json",
+        audit_file=workdir / "audit.jsonl",
+        audit_window=2.0,
     ).validate()
     import uvloop
 
     try:
-        uvloop.run(_run(config, broker_log))
+        uvloop.run(_run(config, workdir))
     finally:
         log.info("stopping the broker")
         broker.stop()

@@ -1,0 +1,423 @@
+"""The building blocks of the API table: checks, and the two shapes most APIs take.
+
+* `Whole`: a list of checks on the request as a unit (group, transactional id, cluster). The
+  first denied check answers the whole request locally with its error code; the request never
+  reaches the broker.
+* `PerEntry`: one check per resource named in a top-level array (topics, groups, config
+  resources). Denied entries are stripped from the request; the rest is forwarded and the
+  denied entries' error results are merged into the broker's answer. When nothing is allowed
+  the proxy answers alone.
+
+Both first run `pre` checks (e.g. OffsetCommit's group READ before its topics). APIs that fit
+neither shape are handlers of their own in the family modules, built from the same helpers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_writer
+
+from authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.codec import (
+    ENCODE_ERRORS,
+    MalformedResponse,
+    decode_request,
+    decode_response,
+    encode_response,
+)
+from protocol.enforce.build import Aliases, build
+from protocol.enforce.context import AuthContext, NotReady
+from protocol.enforce.topics import NeedTopicIds
+from protocol.framing import Frame
+from protocol.header import MalformedRequest, RequestHeader
+from protocol.routing import rewriter_for
+from protocol.session import ProxySession, Slot
+from protocol.versions import response_class
+
+_SIZE = struct.Struct(">i")
+
+#: Kafka's error code per resource type (AclEntry.authorizationError)
+DENIED_CODE = {
+    ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
+    ResourceType.GROUP: ErrorCode.group_authorization_failed,
+    ResourceType.CLUSTER: ErrorCode.cluster_authorization_failed,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
+    ResourceType.DELEGATION_TOKEN: ErrorCode.delegation_token_authorization_failed,
+}
+
+OP_DOC = {op: op.name for op in AclOperation}
+TYPE_DOC = {t: t.name for t in ResourceType}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One authorize() call: `operation` on `resource_type` named by `name(request)`."""
+
+    operation: AclOperation
+    resource_type: ResourceType
+    #: the resource name taken from the request (None for the cluster)
+    name: Callable[[Any], str | None] | None = None
+    log_if_denied: bool = True
+    #: when given, the check applies only to requests for which this returns True
+    when: Callable[[RequestHeader, Any], bool] | None = None
+    code: ErrorCode | None = None
+    doc_name: str = ""
+
+    @property
+    def error(self) -> ErrorCode:
+        return self.code if self.code is not None else DENIED_CODE[self.resource_type]
+
+    def resource(self, request: Any) -> str:
+        if self.resource_type == ResourceType.CLUSTER:
+            return CLUSTER_NAME
+        name = self.name(request) if self.name else None
+        if name is None:
+            raise MalformedRequest(f"no {self.resource_type.name} name in the request")
+        return name
+
+    def applies(self, header: RequestHeader, request: Any) -> bool:
+        return self.when is None or self.when(header, request)
+
+    def describe(self) -> str:
+        target = (
+            "CLUSTER"
+            if self.resource_type == ResourceType.CLUSTER
+            else f"{self.resource_type.name}[{self.doc_name or 'name'}]"
+        )
+        quiet = " (logIfDenied=false)" if not self.log_if_denied else ""
+        return f"`{self.operation.name} {target}`{quiet}"
+
+
+def first_denied(
+    ctx: AuthContext, header: RequestHeader, request: Any, checks: Iterable[Check]
+) -> Check | None:
+    """Run checks in order; the first denied one, or None when all pass."""
+    for check in checks:
+        if check.applies(header, request) and not ctx.check(
+            header,
+            check.operation,
+            check.resource_type,
+            check.resource(request),
+            check.log_if_denied,
+        ):
+            return check
+    return None
+
+
+# --------------------------------------------------------------------- sending and answering
+
+
+def forward(
+    session: ProxySession, header: RequestHeader, frame: Frame, rewrite=None, state=None
+) -> Slot:
+    """Forward with the response rewrite the API needs (addresses), or a given one."""
+    return session.forward(header, frame, rewrite or rewriter_for(header), state)
+
+
+def answer(session: ProxySession, header: RequestHeader, body: Any) -> None:
+    session.respond(header, encode_response(header.correlation_id, body))
+
+
+def error_body(
+    header: RequestHeader,
+    request: Any,
+    code: ErrorCode,
+    aliases: Aliases | None = None,
+    **overrides: Any,
+) -> Any:
+    return build(
+        response_class(header.api_key, header.api_version),
+        code,
+        request,
+        aliases,
+        overrides or None,
+    )
+
+
+def reencode_request(frame: Frame, header: RequestHeader, body: Any) -> bytes:
+    """The original header bytes (unknown tags included) with a new body."""
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    out.write(frame[4 : header.body_offset])
+    try:
+        entity_writer(type(body))(out, body)
+    except ENCODE_ERRORS as exc:
+        raise MalformedRequest(f"cannot re-encode {type(body).__name__}: {exc!r}") from exc
+    data = out.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def merged_response(frame: Frame, slot: Slot, merge: Callable[[Any], Any]) -> bytes:
+    """Decode the broker's answer, let `merge` change it, then apply address rewriting."""
+    body = merge(decode_response(frame, slot.api_key, slot.api_version))
+    out = encode_response(slot.correlation_id, body)
+    return out
+
+
+# --------------------------------------------------------------------------- API shapes
+
+
+class ApiHandler:
+    """One row of the API table. Subclasses implement `handle`; `describe` feeds the docs."""
+
+    granularity = "whole"
+
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: Any,
+    ) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
+        ctx: AuthContext = session.context
+        request = decode_request(frame, header)
+        try:
+            self.handle(session, ctx, header, frame, request)
+        except NeedTopicIds as need:
+            _look_up_and_retry(session, ctx, frame, need.ids)
+            return
+        except NotReady:
+            # Kafka's AuthorizerNotReadyException becomes UNKNOWN_SERVER_ERROR for the request
+            answer(session, header, error_body(header, request, ErrorCode.unknown_server_error))
+        ctx.looked_up = frozenset()
+
+
+@dataclass
+class Unchecked(ApiHandler):
+    """APIs Kafka does not authorize (ApiVersions, telemetry): forwarded as they are."""
+
+    why: str = ""
+
+    def handle(self, session, ctx, header, frame, request):
+        forward(session, header, frame)
+
+    def describe(self) -> str:
+        return f"none ({self.why})" if self.why else "none"
+
+
+@dataclass
+class Whole(ApiHandler):
+    """Checks on the request as a unit; the first denied one answers every part of it."""
+
+    checks: tuple[Check, ...]
+    aliases: Aliases | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def handle(self, session, ctx, header, frame, request):
+        denied = first_denied(ctx, header, request, self.checks)
+        if denied is None:
+            forward(session, header, frame)
+        else:
+            answer(
+                session,
+                header,
+                error_body(header, request, denied.error, self.aliases, **self.overrides),
+            )
+
+    def describe(self) -> str:
+        return ", then ".join(c.describe() for c in self.checks)
+
+
+@dataclass
+class PerEntry(ApiHandler):
+    """Per-resource checks over the top-level array `array` of the request.
+
+    `name` reads the resource name from an entry. The response's array `response_array` gets
+    one error entry per denied request entry, built by mirroring it (`aliases` maps response
+    field names to request field names where they differ).
+    """
+
+    array: str
+    response_array: str
+    operation: AclOperation
+    resource_type: ResourceType
+    name: Callable[[Any], str | None] = lambda e: e.name
+    pre: tuple[Check, ...] = ()
+    aliases: Aliases | None = None
+    entry_overrides: dict[str, Any] = field(default_factory=dict)
+    #: extra entry-level check (e.g. CreateTopics' cluster shortcut); returns True to allow all
+    shortcut: Check | None = None
+    log_if_denied: bool = True
+    granularity: str = "per entry"
+    doc_name: str = "name"
+    #: for arrays of plain names (DeleteGroups): the response field that echoes the name
+    entry_key: str | None = None
+
+    def handle(self, session, ctx, header, frame, request):
+        denied_pre = first_denied(ctx, header, request, self.pre)
+        if denied_pre is not None:
+            answer(session, header, error_body(header, request, denied_pre.error, self.aliases))
+            return
+        entries = getattr(request, self.array) or ()
+        if self.shortcut is not None and ctx.check(
+            header,
+            self.shortcut.operation,
+            self.shortcut.resource_type,
+            self.shortcut.resource(request),
+            self.shortcut.log_if_denied,
+        ):
+            forward(session, header, frame)
+            return
+        allowed, denied, unknown = self.split(ctx, header, entries)
+        self.finish(session, header, frame, request, allowed, denied, unknown)
+
+    def names(self, ctx: AuthContext, entries: list) -> list[str | None]:
+        """Resource names of the entries; topic ids are resolved (None = unknown id)."""
+        first = entries[0] if entries else None
+        if (
+            self.resource_type == ResourceType.TOPIC
+            and first is not None
+            and getattr(first, "name", None) is None
+            and getattr(first, "topic_id", None) is not None
+        ):
+            from protocol.enforce.topics import resolve
+
+            resolved = resolve(ctx.policy.topic_ids, ctx.looked_up, [e.topic_id for e in entries])
+            return [resolved[e.topic_id] for e in entries]
+        return [self.name(e) for e in entries]
+
+    def split(
+        self, ctx: AuthContext, header: RequestHeader, entries: Iterable[Any]
+    ) -> tuple[list, list, list]:
+        """(allowed, denied, unknown-id) entries. Each distinct name is authorized once
+        (refCount = its occurrences), as Kafka's filterByAuthorized does."""
+        entries = list(entries)
+        names = self.names(ctx, entries)
+        counts: dict[str, int] = {}
+        for name in names:
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
+        verdict = {
+            name: ctx.check(
+                header, self.operation, self.resource_type, name, self.log_if_denied, count
+            )
+            for name, count in counts.items()
+        }
+        allowed, denied, unknown = [], [], []
+        for entry, name in zip(entries, names, strict=True):
+            if name is None:
+                unknown.append(entry)
+            else:
+                (allowed if verdict[name] else denied).append(entry)
+        return allowed, denied, unknown
+
+    def error_entry(self, header: RequestHeader, entry: Any, code: ErrorCode | None = None) -> Any:
+        cls = _array_item(response_class(header.api_key, header.api_version), self.response_array)
+        overrides = dict(self.entry_overrides)
+        source = entry
+        if self.entry_key is not None and not dataclasses.is_dataclass(entry):
+            overrides[self.entry_key] = entry
+            source = None
+        return build(
+            cls, code or DENIED_CODE[self.resource_type], source, self.aliases, overrides or None
+        )
+
+    def finish(
+        self, session, header, frame, request, allowed: list, denied: list, unknown: list = ()
+    ) -> None:
+        if not denied and not unknown:
+            forward(session, header, frame)
+            return
+        errors = tuple(self.error_entry(header, e) for e in denied)
+        errors += tuple(self.error_entry(header, e, ErrorCode.unknown_topic_id) for e in unknown)
+        if not allowed:
+            body = error_body(header, request, ErrorCode.none, self.aliases)
+            answer(session, header, dataclasses.replace(body, **{self.response_array: errors}))
+            return
+        stripped = dataclasses.replace(request, **{self.array: tuple(allowed)})
+        forward(
+            session,
+            header,
+            reencode_request(frame, header, stripped),
+            merge_rewriter,
+            (self.response_array, errors),
+        )
+
+    def describe(self) -> str:
+        pre = ", then ".join(c.describe() for c in self.pre)
+        own = f"`{self.operation.name} {self.resource_type.name}[{self.doc_name}]` per entry"
+        if not self.log_if_denied:
+            own += " (logIfDenied=false)"
+        if self.shortcut is not None:
+            own = f"{self.shortcut.describe()} allows all, else {own}"
+        return f"{pre}, then {own}" if pre else own
+
+
+def _look_up_and_retry(session: ProxySession, ctx: AuthContext, frame: Frame, ids) -> None:
+    """Park the request while the proxy asks upstream for the ids, then handle it again;
+    ids still unknown then are answered as unknown (never looked up twice in a row)."""
+    lookup = ctx.policy.lookup_topic_ids
+
+    def start(done: Callable[[], None]) -> None:
+        def finished() -> None:
+            ctx.looked_up = frozenset(ids)
+            done()
+
+        if lookup is None:
+            finished()
+        else:
+            lookup(ids, finished)
+
+    session.retry_after(frame, start)
+
+
+def _array_item(cls: type, array: str) -> type:
+    from protocol.enforce.build import _entity_item, _field_info, _unwrap_optional
+
+    for name, tp, _meta, _default in _field_info(cls):
+        if name == array:
+            item = _entity_item(_unwrap_optional(tp)[0])
+            if item is not None:
+                return item
+    raise KeyError(f"{cls.__name__} has no entity array {array!r}")
+
+
+def merge_rewriter(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
+    """Append the denied entries (slot.state = (array, entries)) to the broker's answer,
+    then apply whatever address rewriting the API needs."""
+    array, errors = slot.state
+
+    def merge(body: Any) -> Any:
+        return dataclasses.replace(body, **{array: tuple(getattr(body, array)) + errors})
+
+    out = merged_response(frame, slot, merge)
+    address = rewriter_for_slot(slot)
+    return address(session, slot, out) if address is not None else out
+
+
+def rewriter_for_slot(slot: Slot):
+    return rewriter_for(
+        RequestHeader(slot.api_key, slot.api_version, slot.correlation_id, None, False, 0)
+    )
+
+
+__all__ = [
+    "DENIED_CODE",
+    "ApiHandler",
+    "Check",
+    "MalformedResponse",
+    "PerEntry",
+    "Unchecked",
+    "Whole",
+    "answer",
+    "error_body",
+    "first_denied",
+    "forward",
+    "merge_rewriter",
+    "reencode_request",
+]

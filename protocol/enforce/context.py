@@ -1,0 +1,170 @@
+"""The authorization context of one connection: who is asking, and the one place a check is
+decided, audited and counted.
+
+Every handler asks `ctx.check(...)`. In enforce mode the answer is the authorizer's decision;
+in dry-run mode the decision is still computed, audited (with enforced=false when DENIED) and
+counted, but the answer is always "allowed", so the request goes through untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from authz.authorizer import Authorizer, AuthorizerNotReadyError
+from authz.decision import Decision
+from authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.header import RequestHeader
+
+ENFORCE = "enforce"
+DRY_RUN = "dry-run"
+#: Kafka's "not requested" value for authorized-operations bitfields (Int.MinValue)
+NOT_REQUESTED = -2147483648
+
+
+class DecisionSink(Protocol):
+    """Receives every decision: the IO layer writes the audit log, logs and metrics."""
+
+    def decided(
+        self,
+        ctx: AuthContext,
+        header: RequestHeader,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        resource_name: str,
+        decision: Decision,
+        enforced: bool,
+        log_if_denied: bool,
+        ref_count: int,
+    ) -> None: ...
+
+
+class _NoSink:
+    def decided(self, *args: Any) -> None:
+        pass
+
+
+class NotReady(Exception):
+    """The ACL set has not loaded: Kafka answers UNKNOWN_SERVER_ERROR (-1)."""
+
+
+@dataclass
+class Policy:
+    """What every connection of a listener shares: the authorizer, the mode, the sink."""
+
+    authorizer: Authorizer
+    mode: str = ENFORCE
+    sink: DecisionSink = field(default_factory=_NoSink)
+    #: topic id -> name, shared by every connection to this cluster
+    topic_ids: Any = None
+    #: (ids, done) -> None: ask upstream for topic ids, call done() when the cache is fed
+    lookup_topic_ids: Callable[[Any, Callable[[], None]], None] | None = None
+    #: the last view of the cluster, to answer Metadata alone (protocol.enforce.metadata)
+    cluster_view: Any = None
+    #: optional conformance switches; see docs/apis.md
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from protocol.enforce.metadata import ClusterView
+        from protocol.enforce.topics import TopicIdCache
+
+        if self.topic_ids is None:
+            self.topic_ids = TopicIdCache()
+        if self.cluster_view is None:
+            self.cluster_view = ClusterView()
+
+    @property
+    def enforcing(self) -> bool:
+        return self.mode == ENFORCE
+
+
+class AuthContext:
+    """Per connection. `principal` and `host` come from the connection, never from a request."""
+
+    __slots__ = (
+        "_authorize",
+        "_sink",
+        "client_id",
+        "host",
+        "listener",
+        "looked_up",
+        "policy",
+        "principal",
+    )
+
+    def __init__(self, policy: Policy, principal: str, host: str, listener: str):
+        self.policy = policy
+        self.principal = principal
+        self.host = host
+        self.listener = listener
+        self.client_id: str | None = None
+        #: topic ids just looked up upstream for the request being retried
+        self.looked_up: frozenset = frozenset()
+        self._authorize: Callable[..., Decision] = policy.authorizer.authorize
+        self._sink = policy.sink
+
+    @property
+    def enforcing(self) -> bool:
+        return self.policy.mode == ENFORCE
+
+    def decide(self, operation: AclOperation, resource_type: ResourceType, name: str) -> Decision:
+        try:
+            return self._authorize(self.principal, self.host, operation, resource_type, name)
+        except AuthorizerNotReadyError as exc:
+            raise NotReady(str(exc)) from exc
+
+    def check(
+        self,
+        header: RequestHeader,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        log_if_denied: bool = True,
+        ref_count: int = 1,
+    ) -> bool:
+        """Decide, report the decision, and answer whether to let it through."""
+        decision = self.decide(operation, resource_type, name)
+        enforced = decision.allowed or self.policy.mode == ENFORCE
+        self._sink.decided(
+            self,
+            header,
+            operation,
+            resource_type,
+            name,
+            decision,
+            enforced,
+            log_if_denied,
+            ref_count,
+        )
+        return decision.allowed or not enforced
+
+    def check_cluster(
+        self, header: RequestHeader, operation: AclOperation, log_if_denied: bool = True
+    ) -> bool:
+        return self.check(header, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """Kafka's bitfield of the operations this principal may perform on the resource."""
+        try:
+            return self.policy.authorizer.authorized_operations(
+                self.principal, self.host, resource_type, name
+            )
+        except AuthorizerNotReadyError as exc:
+            raise NotReady(str(exc)) from exc
+
+    def by_resource_type(
+        self, header: RequestHeader, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """KIP-679 `authorizeByResourceType`, used by InitProducerId without a transactional id."""
+        try:
+            decision = self.policy.authorizer.authorize_by_resource_type(
+                self.principal, self.host, operation, resource_type
+            )
+        except AuthorizerNotReadyError as exc:
+            raise NotReady(str(exc)) from exc
+        enforced = decision.allowed or self.enforcing
+        self._sink.decided(
+            self, header, operation, resource_type, "*", decision, enforced, False, 0
+        )
+        return decision.allowed or not enforced

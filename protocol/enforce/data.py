@@ -1,0 +1,226 @@
+"""Produce and Fetch: the hot path.
+
+When every topic is allowed (the common case) the original request bytes are forwarded and
+the response streams back untouched: the cost is one native decode of the request (record
+batches stay bytes) and one cached authorize() per topic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any, ClassVar
+
+from kio.schema.errors import ErrorCode
+
+from authz.model import AclOperation, ResourceType
+from protocol.enforce.base import (
+    ApiHandler,
+    answer,
+    error_body,
+    forward,
+    merge_rewriter,
+    reencode_request,
+)
+from protocol.enforce.build import build
+from protocol.enforce.topics import resolve
+from protocol.versions import response_module
+
+WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
+TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
+_ATTRIBUTES = struct.Struct(">h")
+_TRANSACTIONAL = 0x10
+
+
+def has_transactional_records(topics: Any) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: the first batch of any partition is
+    transactional (magic 2, attributes bit 4). Read from the uncompressed batch header."""
+    for topic in topics:
+        for partition in topic.partition_data:
+            records = partition.records
+            if (
+                records
+                and len(records) >= 23
+                and records[16] == 2
+                and _ATTRIBUTES.unpack_from(records, 21)[0] & _TRANSACTIONAL
+            ):
+                return True
+    return False
+
+
+def topic_names(
+    ctx, header, entries, id_field: str = "topic_id", name_field: str = "name"
+) -> list[str | None]:
+    """The topic name of each entry, resolving ids through the cache (None = unknown id)."""
+    first = entries[0] if entries else None
+    if first is None or hasattr(first, name_field):
+        return [getattr(e, name_field) for e in entries]
+    resolved = resolve(ctx.policy.topic_ids, ctx.looked_up, [getattr(e, id_field) for e in entries])
+    return [resolved[getattr(e, id_field)] for e in entries]
+
+
+def split_topics(ctx, header, entries, names, operation) -> tuple[list, list, list]:
+    """(allowed, denied, unknown-id) entries; each distinct topic authorized once."""
+    counts: dict[str, int] = {}
+    for name in names:
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+    verdict = {n: ctx.check(header, operation, TOPIC, n, True, c) for n, c in counts.items()}
+    allowed, denied, unknown = [], [], []
+    for entry, name in zip(entries, names, strict=True):
+        if name is None:
+            unknown.append(entry)
+        elif verdict[name]:
+            allowed.append(entry)
+        else:
+            denied.append(entry)
+    return allowed, denied, unknown
+
+
+class ProduceHandler(ApiHandler):
+    granularity = "per topic"
+    aliases: ClassVar[dict[str, str]] = {
+        "responses": "topic_data",
+        "partition_responses": "partition_data",
+    }
+
+    def describe(self) -> str:
+        return (
+            "if the first batch of any partition is transactional: `WRITE TRANSACTIONAL_ID[transactional_id]` "
+            "(null id = denied; every partition gets 53); then `WRITE TOPIC[name]` per topic "
+            "(all partitions of a denied topic get 29). acks=0 with a denial: the allowed part is "
+            "forwarded and the connection closed, as the broker does"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        topics = request.topic_data
+        acks = request.acks
+        if has_transactional_records(topics):
+            txn = request.transactional_id
+            if txn is None or not ctx.check(header, WRITE, TXN, txn):
+                if acks == 0:
+                    session.close_after_flush(
+                        "transactional produce denied with acks=0 (Kafka closes)"
+                    )
+                else:
+                    code = ErrorCode.transactional_id_authorization_failed
+                    answer(session, header, error_body(header, request, code, self.aliases))
+                return
+        names = topic_names(ctx, header, topics)
+        allowed, denied, unknown = split_topics(ctx, header, topics, names, WRITE)
+        if not denied and not unknown:
+            if acks == 0:
+                session.forward_without_response(frame)
+            else:
+                forward(session, header, frame)
+            return
+        if acks == 0:
+            if allowed:
+                stripped = dataclasses.replace(request, topic_data=tuple(allowed))
+                session.forward_without_response(reencode_request(frame, header, stripped))
+            session.close_after_flush("produce with acks=0 had unauthorized topics (Kafka closes)")
+            return
+        errors = self._errors(header, denied, ErrorCode.topic_authorization_failed)
+        errors += self._errors(header, unknown, ErrorCode.unknown_topic_id)
+        if not allowed:
+            answer(session, header, error_body(header, request, ErrorCode.none, responses=errors))
+            return
+        stripped = dataclasses.replace(request, topic_data=tuple(allowed))
+        forward(
+            session,
+            header,
+            reencode_request(frame, header, stripped),
+            merge_rewriter,
+            ("responses", errors),
+        )
+
+    def _errors(self, header, entries, code) -> tuple:
+        cls = response_module(header.api_key, header.api_version).TopicProduceResponse
+        return tuple(build(cls, code, e, self.aliases) for e in entries)
+
+
+# ------------------------------------------------------------------------------------ Fetch
+
+#: (session_id offset, session_epoch offset) in the body, by version (protocol-notes §2.9)
+_SESSION_AT = {**dict.fromkeys(range(7, 15), (17, 21)), **dict.fromkeys(range(15, 19), (13, 17))}
+_II = struct.Struct(">ii")
+
+
+def replica_id(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    return int(state.replica_id) if state is not None else int(getattr(request, "replica_id", -1))
+
+
+class FetchHandler(ApiHandler):
+    """Fetch sessions (KIP-227) are forced sessionless: the session id and epoch are patched
+    to (0, -1), so every request names every partition and is authorized in full, and a
+    revoked ACL takes effect on the next fetch (docs/apis.md explains the trade-off)."""
+
+    granularity = "per topic"
+
+    def describe(self) -> str:
+        return (
+            "follower fetch (replica id >= 0): `CLUSTER_ACTION CLUSTER` (every partition 29 if denied); "
+            "consumer: `READ TOPIC[name]` per topic, an unresolvable topic id gives 100; "
+            "sessions forced sessionless so every fetch is authorized in full"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        topics = request.topics
+        v = header.api_version
+        if replica_id(request) >= 0:
+            if ctx.check_cluster(header, CLUSTER_ACTION):
+                forward(session, header, self._sessionless(frame, header, request))
+            else:
+                self._answer_alone(
+                    session, header, request, topics, ErrorCode.topic_authorization_failed
+                )
+            return
+        names = topic_names(ctx, header, topics, name_field="topic")
+        allowed, denied, unknown = split_topics(ctx, header, topics, names, READ)
+        if not denied and not unknown:
+            forward(session, header, self._sessionless(frame, header, request))
+            return
+        errors = self._errors(header, denied, ErrorCode.topic_authorization_failed)
+        errors += self._errors(header, unknown, ErrorCode.unknown_topic_id)
+        if not allowed:
+            answer(
+                session,
+                header,
+                error_body(header, request, ErrorCode.none, responses=errors, session_id=0),
+            )
+            return
+        changes: dict[str, Any] = {"topics": tuple(allowed)}
+        if v >= 7:
+            changes.update(session_id=0, session_epoch=-1, forgotten_topics_data=())
+        stripped = reencode_request(frame, header, dataclasses.replace(request, **changes))
+        forward(session, header, stripped, merge_rewriter, ("responses", errors))
+
+    def _answer_alone(self, session, header, request, topics, code) -> None:
+        errors = self._errors(header, topics, code)
+        answer(
+            session,
+            header,
+            error_body(header, request, ErrorCode.none, responses=errors, session_id=0),
+        )
+
+    def _errors(self, header, entries, code) -> tuple:
+        mod = response_module(header.api_key, header.api_version)
+        aliases = {"partition_index": "partition", "partitions": "partitions"}
+        out = []
+        for entry in entries:
+            partitions = tuple(build(mod.PartitionData, code, p, aliases) for p in entry.partitions)
+            out.append(
+                build(mod.FetchableTopicResponse, code, entry, aliases, {"partitions": partitions})
+            )
+        return tuple(out)
+
+    @staticmethod
+    def _sessionless(frame, header, request):
+        offsets = _SESSION_AT.get(header.api_version)
+        if offsets is None or (request.session_id == 0 and request.session_epoch == -1):
+            return frame
+        patched = bytearray(frame)
+        at = header.body_offset + offsets[0]
+        _II.pack_into(patched, at, 0, -1)
+        return bytes(patched)

@@ -1,0 +1,532 @@
+"""Group and coordinator APIs whose shape is not a plain Whole or PerEntry."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.enforce.base import (
+    DENIED_CODE,
+    ApiHandler,
+    PerEntry,
+    answer,
+    error_body,
+    forward,
+    merged_response,
+    reencode_request,
+    rewriter_for_slot,
+)
+from protocol.enforce.build import build
+from protocol.enforce.context import AuthContext
+from protocol.enforce.data import topic_names
+from protocol.session import ProxySession, Slot
+from protocol.versions import response_module
+
+READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
+TOPIC, GROUP, TXN, CLUSTER = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.TRANSACTIONAL_ID,
+    ResourceType.CLUSTER,
+)
+GROUP_DENIED = ErrorCode.group_authorization_failed
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
+
+
+def _finish_with_rewrite(session: ProxySession, slot: Slot, body: Any) -> bytes:
+    from protocol.codec import encode_response
+
+    out = encode_response(slot.correlation_id, body)
+    address = rewriter_for_slot(slot)
+    return address(session, slot, out) if address is not None else out
+
+
+# ------------------------------------------------------------------------------ OffsetFetch
+
+
+class OffsetFetchHandler(ApiHandler):
+    """DESCRIBE on the group, then on each topic. v8+ batches groups; the all-partitions form
+    (topics = null) is answered by the broker and filtered silently."""
+
+    granularity = "per group, then per topic"
+
+    def describe(self) -> str:
+        return (
+            "`DESCRIBE GROUP[group_id]` (v2-7 top-level 30, v8+ per group, v1 on every partition); "
+            "then `DESCRIBE TOPIC[name]` per topic (partitions {committed_offset -1, 29}); "
+            "all-partitions form: unauthorized topics silently dropped"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        if header.api_version >= 8:
+            self._batched(session, ctx, header, frame, request)
+        else:
+            self._single(session, ctx, header, frame, request)
+
+    # v1-7: one group, top-level topics
+    def _single(self, session, ctx, header, frame, request):
+        mod = response_module(header.api_key, header.api_version)
+        if not ctx.check(header, DESCRIBE, GROUP, request.group_id):
+            if header.api_version >= 2:
+                answer(session, header, error_body(header, request, GROUP_DENIED, topics=()))
+            else:
+                answer(
+                    session,
+                    header,
+                    error_body(
+                        header,
+                        request,
+                        ErrorCode.none,
+                        topics=self._topic_errors(mod, request.topics or (), GROUP_DENIED),
+                    ),
+                )
+            return
+        if request.topics is None:
+            forward(session, header, frame, _filter_offset_fetch, None)
+            return
+        allowed, denied = _split_topics(ctx, header, request.topics)
+        if not denied:
+            forward(session, header, frame)
+            return
+        errors = self._topic_errors(mod, denied, TOPIC_DENIED)
+        if not allowed:
+            answer(session, header, error_body(header, request, ErrorCode.none, topics=errors))
+            return
+        stripped = reencode_request(
+            frame, header, dataclasses.replace(request, topics=tuple(allowed))
+        )
+        forward(session, header, stripped, _merge_offset_fetch, {None: errors})
+
+    # v8+: groups[]
+    def _batched(self, session, ctx, header, frame, request):
+        mod = response_module(header.api_key, header.api_version)
+        kept_groups, group_errors, topic_errors = [], [], {}
+        for group in request.groups:
+            if not ctx.check(header, DESCRIBE, GROUP, group.group_id):
+                group_errors.append(
+                    build(
+                        mod.OffsetFetchResponseGroup,
+                        GROUP_DENIED,
+                        None,
+                        None,
+                        {"group_id": group.group_id, "topics": ()},
+                    )
+                )
+                continue
+            if group.topics is None:
+                kept_groups.append(group)
+                continue
+            names = topic_names(ctx, header, group.topics)
+            allowed, denied = _split_topics(ctx, header, group.topics, names)
+            if denied:
+                topic_errors[group.group_id] = self._topic_errors(mod, denied, TOPIC_DENIED)
+            kept_groups.append(dataclasses.replace(group, topics=tuple(allowed)))
+        filtering = any(g.topics is None for g in kept_groups)
+        if not group_errors and not topic_errors and not filtering:
+            forward(session, header, frame)
+            return
+        if not kept_groups:
+            answer(
+                session,
+                header,
+                error_body(header, request, ErrorCode.none, groups=tuple(group_errors)),
+            )
+            return
+        stripped = reencode_request(
+            frame, header, dataclasses.replace(request, groups=tuple(kept_groups))
+        )
+        forward(
+            session,
+            header,
+            stripped,
+            _merge_offset_fetch_batched,
+            (tuple(group_errors), topic_errors),
+        )
+
+    @staticmethod
+    def _topic_errors(mod, topics, code) -> tuple:
+        cls = (
+            mod.OffsetFetchResponseTopics
+            if hasattr(mod, "OffsetFetchResponseTopics")
+            else mod.OffsetFetchResponseTopic
+        )
+        part_cls = (
+            mod.OffsetFetchResponsePartitions
+            if hasattr(mod, "OffsetFetchResponsePartitions")
+            else mod.OffsetFetchResponsePartition
+        )
+        out = []
+        for t in topics:
+            partitions = tuple(
+                build(
+                    part_cls,
+                    code,
+                    None,
+                    None,
+                    {"partition_index": p, "committed_offset": -1, "metadata": ""},
+                )
+                for p in t.partition_indexes
+            )
+            out.append(build(cls, code, t, None, {"partitions": partitions}))
+        return tuple(out)
+
+
+def _split_topics(ctx: AuthContext, header, topics, names=None) -> tuple[list, list]:
+    names = names if names is not None else [t.name for t in topics]
+    verdict: dict[str, bool] = {}
+    allowed, denied = [], []
+    for topic, name in zip(topics, names, strict=True):
+        if name is None:
+            denied.append(topic)
+            continue
+        if name not in verdict:
+            verdict[name] = ctx.check(header, DESCRIBE, TOPIC, name)
+        (allowed if verdict[name] else denied).append(topic)
+    return allowed, denied
+
+
+def _visible(ctx: AuthContext, header, topics) -> tuple:
+    """All-partitions answers: keep only the topics the principal may DESCRIBE (silently)."""
+    kept = []
+    for t in topics:
+        name = getattr(t, "name", None)
+        if name is None and getattr(t, "topic_id", None) is not None:
+            name = ctx.policy.topic_ids.name(t.topic_id)
+        if name is not None and ctx.check(header, DESCRIBE, TOPIC, name, False):
+            kept.append(t)
+    return tuple(kept)
+
+
+def _slot_header(slot: Slot):
+    from protocol.header import RequestHeader
+
+    return RequestHeader(slot.api_key, slot.api_version, slot.correlation_id, None, False, 0)
+
+
+def _filter_offset_fetch(session: ProxySession, slot: Slot, frame) -> bytes:
+    ctx = session.context
+    return merged_response(
+        frame,
+        slot,
+        lambda b: dataclasses.replace(b, topics=_visible(ctx, _slot_header(slot), b.topics)),
+    )
+
+
+def _merge_offset_fetch(session: ProxySession, slot: Slot, frame) -> bytes:
+    errors = slot.state[None]
+    return merged_response(
+        frame, slot, lambda b: dataclasses.replace(b, topics=tuple(b.topics) + errors)
+    )
+
+
+def _merge_offset_fetch_batched(session: ProxySession, slot: Slot, frame) -> bytes:
+    ctx = session.context
+    group_errors, topic_errors = slot.state
+    header = _slot_header(slot)
+
+    def merge(body):
+        groups = []
+        for g in body.groups:
+            topics = tuple(g.topics)
+            if g.group_id in topic_errors:
+                topics += topic_errors[g.group_id]
+            elif g.error_code == ErrorCode.none:
+                topics = _visible(ctx, header, topics) if _asked_all(slot, g.group_id) else topics
+            groups.append(dataclasses.replace(g, topics=topics))
+        return dataclasses.replace(body, groups=tuple(groups) + group_errors)
+
+    return merged_response(frame, slot, merge)
+
+
+def _asked_all(slot: Slot, group_id: str) -> bool:
+    # groups with explicit topics had their denied topics stripped and recorded; the others
+    # asked for all partitions and are filtered
+    return group_id not in slot.state[1]
+
+
+# -------------------------------------------------------------------------- ListGroups etc.
+
+
+class ListGroupsHandler(ApiHandler):
+    granularity = "silent filtering"
+
+    def describe(self) -> str:
+        return "`DESCRIBE CLUSTER` (logIfDenied=false) lists all groups, else `DESCRIBE GROUP[group_id]` per group (logIfDenied=false); never an error"
+
+    def handle(self, session, ctx, header, frame, request):
+        if ctx.check_cluster(header, DESCRIBE, log_if_denied=False):
+            forward(session, header, frame)
+        else:
+            forward(session, header, frame, _filter_groups)
+
+
+def _filter_groups(session: ProxySession, slot: Slot, frame) -> bytes:
+    ctx = session.context
+    header = _slot_header(slot)
+    return merged_response(
+        frame,
+        slot,
+        lambda b: dataclasses.replace(
+            b,
+            groups=tuple(
+                g for g in b.groups if ctx.check(header, DESCRIBE, GROUP, g.group_id, False)
+            ),
+        ),
+    )
+
+
+class DescribeGroupsHandler(PerEntry):
+    """Per group DESCRIBE; authorized operations (v3+) recomputed for the client."""
+
+    def __init__(self):
+        super().__init__(
+            array="groups",
+            response_array="groups",
+            operation=DESCRIBE,
+            resource_type=GROUP,
+            name=lambda g: g,
+            entry_key="group_id",
+            doc_name="group_id",
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        allowed, denied, _ = self.split(ctx, header, request.groups)
+        wants_ops = bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
+        errors = tuple(self.error_entry(header, g) for g in denied)
+        if not denied and not wants_ops:
+            forward(session, header, frame)
+            return
+        if not allowed:
+            answer(session, header, error_body(header, request, ErrorCode.none, groups=errors))
+            return
+        body = (
+            reencode_request(frame, header, dataclasses.replace(request, groups=tuple(allowed)))
+            if denied
+            else frame
+        )
+        forward(session, header, body, _describe_groups_answer, (errors, wants_ops))
+
+    def describe(self) -> str:
+        return "`DESCRIBE GROUP[group_id]` per group; v3+ authorized operations computed for the client"
+
+
+def _describe_groups_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    ctx = session.context
+    errors, wants_ops = slot.state
+
+    def merge(body):
+        groups = tuple(body.groups)
+        if wants_ops:
+            groups = tuple(
+                dataclasses.replace(
+                    g, authorized_operations=ctx.authorized_operations(GROUP, g.group_id)
+                )
+                if g.error_code == ErrorCode.none
+                else g
+                for g in groups
+            )
+        return dataclasses.replace(body, groups=groups + errors)
+
+    return merged_response(frame, slot, merge)
+
+
+# --------------------------------------------------------------------------- FindCoordinator
+
+KEY_TYPES = {0: (DESCRIBE, GROUP), 1: (DESCRIBE, TXN), 2: (AclOperation.CLUSTER_ACTION, CLUSTER)}
+
+
+class FindCoordinatorHandler(ApiHandler):
+    granularity = "v0-3 whole, v4+ per key"
+
+    def describe(self) -> str:
+        return (
+            "key type GROUP: `DESCRIBE GROUP[key]` (30); TRANSACTION: `DESCRIBE TRANSACTIONAL_ID[key]` (53); "
+            "SHARE: `CLUSTER_ACTION CLUSTER` (31, whole request)"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        key_type = int(getattr(request, "key_type", 0))
+        if key_type not in KEY_TYPES:
+            answer(session, header, error_body(header, request, ErrorCode.invalid_request))
+            return
+        operation, rtype = KEY_TYPES[key_type]
+        if rtype == CLUSTER:
+            if ctx.check_cluster(header, operation):
+                forward(session, header, frame)
+            else:
+                answer(
+                    session,
+                    header,
+                    error_body(
+                        header,
+                        request,
+                        ErrorCode.cluster_authorization_failed,
+                        coordinators=self._key_errors(
+                            header, request.coordinator_keys, ErrorCode.cluster_authorization_failed
+                        )
+                        if header.api_version >= 4
+                        else (),
+                    ),
+                )
+            return
+        if header.api_version < 4:
+            if ctx.check(header, operation, rtype, request.key):
+                forward(session, header, frame)
+            else:
+                answer(
+                    session,
+                    header,
+                    error_body(header, request, DENIED_CODE[rtype], node_id=-1, host="", port=-1),
+                )
+            return
+        verdict = {
+            k: ctx.check(header, operation, rtype, k)
+            for k in dict.fromkeys(request.coordinator_keys)
+        }
+        allowed = [k for k in request.coordinator_keys if verdict[k]]
+        denied = [k for k in request.coordinator_keys if not verdict[k]]
+        if not denied:
+            forward(session, header, frame)
+            return
+        errors = self._key_errors(header, denied, DENIED_CODE[rtype])
+        if not allowed:
+            answer(
+                session, header, error_body(header, request, ErrorCode.none, coordinators=errors)
+            )
+            return
+        stripped = reencode_request(
+            frame, header, dataclasses.replace(request, coordinator_keys=tuple(allowed))
+        )
+        forward(session, header, stripped, _merge_coordinators, errors)
+
+    @staticmethod
+    def _key_errors(header, keys, code) -> tuple:
+        mod = response_module(header.api_key, header.api_version)
+        return tuple(
+            build(
+                mod.Coordinator, code, None, None, {"key": k, "node_id": -1, "host": "", "port": -1}
+            )
+            for k in keys
+        )
+
+
+def _merge_coordinators(session: ProxySession, slot: Slot, frame) -> bytes:
+    from protocol.addresses import rewrite_find_coordinator
+
+    merged = merged_response(
+        frame,
+        slot,
+        lambda b: dataclasses.replace(b, coordinators=tuple(b.coordinators) + slot.state),
+    )
+    return rewrite_find_coordinator(merged, slot.api_version, session.config.directory)
+
+
+# ------------------------------------------------------------------- KIP-848 consumer groups
+
+
+class ConsumerGroupHeartbeatHandler(ApiHandler):
+    def describe(self) -> str:
+        return "`READ GROUP[group_id]` (30); then `DESCRIBE TOPIC[name]` for each subscribed topic name, any denied: 29 (Kafka 4.0+)"
+
+    def handle(self, session, ctx, header, frame, request):
+        if not ctx.check(header, READ, GROUP, request.group_id):
+            answer(session, header, error_body(header, request, GROUP_DENIED))
+            return
+        for topic in dict.fromkeys(request.subscribed_topic_names or ()):
+            if not ctx.check(header, DESCRIBE, TOPIC, topic):
+                answer(session, header, error_body(header, request, TOPIC_DENIED))
+                return
+        forward(session, header, frame)
+
+
+class ConsumerGroupDescribeHandler(PerEntry):
+    def __init__(self):
+        super().__init__(
+            array="group_ids",
+            response_array="groups",
+            operation=DESCRIBE,
+            resource_type=GROUP,
+            name=lambda g: g,
+            entry_key="group_id",
+            doc_name="group_id",
+        )
+
+    def describe(self) -> str:
+        return (
+            "`DESCRIBE GROUP[group_id]` per group; a group naming a topic the principal may not "
+            "DESCRIBE becomes error 29 (Kafka 4.0+); authorized operations computed for the client"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        allowed, denied, _ = self.split(ctx, header, request.group_ids)
+        errors = tuple(self.error_entry(header, g) for g in denied)
+        if not allowed:
+            answer(session, header, error_body(header, request, ErrorCode.none, groups=errors))
+            return
+        body = (
+            reencode_request(frame, header, dataclasses.replace(request, group_ids=tuple(allowed)))
+            if denied
+            else frame
+        )
+        wants_ops = bool(request.include_authorized_operations) and ctx.enforcing
+        forward(session, header, body, _consumer_group_describe_answer, (errors, wants_ops))
+
+
+def _group_topics(group) -> set[str]:
+    names: set[str] = set()
+    for member in group.members:
+        names.update(member.subscribed_topic_names or ())
+        for assignment in (member.assignment, member.target_assignment):
+            for tp in getattr(assignment, "topic_partitions", ()) or ():
+                if getattr(tp, "topic_name", None):
+                    names.add(tp.topic_name)
+    return names
+
+
+def _consumer_group_describe_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    ctx = session.context
+    header = _slot_header(slot)
+    errors, wants_ops = slot.state
+    mod = response_module(slot.api_key, slot.api_version)
+
+    def merge(body):
+        groups = []
+        for g in body.groups:
+            if g.error_code == ErrorCode.none and ctx.enforcing:
+                hidden = [
+                    t for t in sorted(_group_topics(g)) if not ctx.check(header, DESCRIBE, TOPIC, t)
+                ]
+                if hidden:
+                    groups.append(
+                        build(
+                            mod.DescribedGroup,
+                            TOPIC_DENIED,
+                            None,
+                            None,
+                            {"group_id": g.group_id, "members": ()},
+                        )
+                    )
+                    continue
+                if wants_ops:
+                    g = dataclasses.replace(
+                        g, authorized_operations=ctx.authorized_operations(GROUP, g.group_id)
+                    )
+            groups.append(g)
+        return dataclasses.replace(body, groups=tuple(groups) + errors)
+
+    return merged_response(frame, slot, merge)
+
+
+__all__ = [
+    "CLUSTER_NAME",
+    "ConsumerGroupDescribeHandler",
+    "ConsumerGroupHeartbeatHandler",
+    "DescribeGroupsHandler",
+    "FindCoordinatorHandler",
+    "ListGroupsHandler",
+    "OffsetFetchHandler",
+    "_finish_with_rewrite",
+]

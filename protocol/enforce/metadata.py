@@ -1,0 +1,309 @@
+"""Metadata: what a principal may see of the cluster.
+
+* All-topics requests (null list; an empty list in v0) are forwarded; topics the principal may
+  not DESCRIBE are dropped from the answer silently (logIfDenied=false), as Kafka does.
+* Named topics are checked one by one (DESCRIBE, audited); denied ones are stripped from the
+  request and answered with Kafka's shapes: by name {29, name, zero id, not internal}, by id
+  {29, null name, id}; an id that cannot be resolved gets 100 (UNKNOWN_TOPIC_ID).
+* Auto-creation is forwarded only when the principal may CREATE every requested topic
+  (CREATE on the cluster, or on each topic); otherwise the request goes with auto-creation off
+  and topics that come back UNKNOWN_TOPIC_OR_PARTITION and may not be created get Kafka's
+  create-denied answer (29). The CREATE denial is audited only then, i.e. when the topic
+  really did not exist, as Kafka checks CREATE only for missing topics.
+* Authorized-operations bitfields are recomputed for the client's principal.
+
+The answer is rewritten by walking the topic entries and copying kept byte slices (a full
+decode and re-encode of a large Metadata answer costs milliseconds); the brokers array is
+spliced as in the transparent proxy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
+from kio.serial.readers import (
+    read_compact_string_nullable,
+    read_nullable_legacy_string,
+    read_unsigned_varint,
+)
+
+from authz.model import AclOperation, ResourceType
+from protocol.addresses import advertised_brokers, encode_metadata_brokers, metadata_brokers_span
+from protocol.apiversions import _uvarint
+from protocol.codec import DECODE_ERRORS, MalformedResponse, encode_entity, encode_response
+from protocol.enforce.base import ApiHandler, forward, reencode_request
+from protocol.enforce.build import build
+from protocol.enforce.context import NOT_REQUESTED, AuthContext
+from protocol.enforce.topics import resolve
+from protocol.session import ProxySession, Slot
+from protocol.versions import response_class, response_module
+
+DESCRIBE, CREATE = AclOperation.DESCRIBE, AclOperation.CREATE
+TOPIC = ResourceType.TOPIC
+_I32 = struct.Struct(">i")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+@dataclasses.dataclass
+class ClusterView:
+    """What the proxy last saw of the cluster, to answer a Metadata request alone."""
+
+    cluster_id: str | None = None
+    controller_id: int = -1
+    racks: dict[int, str | None] = dataclasses.field(default_factory=dict)
+
+    def seen(self) -> bool:
+        return bool(self.racks)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What the response rewrite must do for one forwarded Metadata request."""
+
+    header: Any
+    all_topics: bool
+    errors: list  # pre-built error entities to append
+    creatable_unknown_to_29: set  # topics that may not be created: map 3 -> 29
+    topic_ops: bool
+    cluster_ops: bool
+
+
+class MetadataHandler(ApiHandler):
+    granularity = "per topic"
+
+    def describe(self) -> str:
+        return (
+            "`DESCRIBE TOPIC[name]` per topic (all-topics requests: unauthorized topics silently "
+            "omitted, logIfDenied=false); auto-creation only if `CREATE CLUSTER` (logIfDenied=false) "
+            "or `CREATE TOPIC[name]`; v8-10 includeClusterAuthorizedOperations: `DESCRIBE CLUSTER` "
+            "then the bitfield; topic bitfields computed for the client"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        v = header.api_version
+        topics = request.topics
+        all_topics = topics is None or (v == 0 and not topics)
+        topic_ops = (
+            bool(getattr(request, "include_topic_authorized_operations", False)) and ctx.enforcing
+        )
+        cluster_ops = (
+            bool(getattr(request, "include_cluster_authorized_operations", False)) and ctx.enforcing
+        )
+        plan = _Plan(header, all_topics, [], set(), topic_ops, cluster_ops)
+        if all_topics:
+            forward(session, header, frame, rewrite_metadata_answer, plan)
+            return
+        mod = response_module(header.api_key, v)
+        by_id = [
+            t for t in topics if getattr(t, "name", None) is None and getattr(t, "topic_id", None)
+        ]
+        names = (
+            resolve(ctx.policy.topic_ids, ctx.looked_up, [t.topic_id for t in by_id])
+            if by_id
+            else {}
+        )
+        kept = []
+        counts: dict[str, int] = {}
+        for t in topics:
+            name = t.name if t.name is not None else names.get(t.topic_id)
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
+        verdict = {n: ctx.check(header, DESCRIBE, TOPIC, n, True, c) for n, c in counts.items()}
+        for t in topics:
+            if t.name is not None:
+                if verdict[t.name]:
+                    kept.append(t)
+                else:
+                    plan.errors.append(
+                        _topic_error(mod, ErrorCode.topic_authorization_failed, t.name, None)
+                    )
+            elif t.topic_id is not None:
+                name = names.get(t.topic_id)
+                if name is None:
+                    plan.errors.append(
+                        _topic_error(mod, ErrorCode.unknown_topic_id, None, t.topic_id)
+                    )
+                elif verdict[name]:
+                    kept.append(t)
+                else:
+                    plan.errors.append(
+                        _topic_error(mod, ErrorCode.topic_authorization_failed, None, t.topic_id)
+                    )
+        auto_create = bool(getattr(request, "allow_auto_topic_creation", False))
+        changes: dict[str, Any] = {}
+        if auto_create and kept and ctx.enforcing:
+            wanted = [t.name for t in kept if t.name is not None]
+            if not ctx.decide(CREATE, ResourceType.CLUSTER, "kafka-cluster").allowed:
+                plan.creatable_unknown_to_29 = {
+                    n for n in wanted if not ctx.decide(CREATE, TOPIC, n).allowed
+                }
+            if plan.creatable_unknown_to_29:
+                changes["allow_auto_topic_creation"] = False
+        if not kept and plan.errors and self._answer_alone(session, ctx, header, plan):
+            return
+        if len(kept) != len(topics) or changes:
+            request = dataclasses.replace(request, topics=tuple(kept), **changes)
+            frame = reencode_request(frame, header, request)
+        forward(session, header, frame, rewrite_metadata_answer, plan)
+
+    def _answer_alone(self, session: ProxySession, ctx: AuthContext, header, plan: _Plan) -> bool:
+        """Every named topic was refused: answer from the last view of the cluster."""
+        view: ClusterView = ctx.policy.cluster_view
+        if not view.seen():
+            return False  # nothing seen yet: forward an empty request instead
+        v = header.api_version
+        mod = response_module(header.api_key, v)
+        known = [
+            build(
+                mod.MetadataResponseBroker,
+                ErrorCode.none,
+                None,
+                None,
+                {"node_id": n, "host": "", "port": 0, "rack": rack},
+            )
+            for n, rack in sorted(view.racks.items())
+        ]
+        brokers = advertised_brokers(tuple(known), _NoLearn(session.config.directory))
+        body = build(
+            response_class(header.api_key, v),
+            ErrorCode.none,
+            None,
+            None,
+            {
+                "brokers": brokers,
+                "cluster_id": view.cluster_id,
+                "controller_id": view.controller_id,
+                "topics": tuple(plan.errors),
+                "cluster_authorized_operations": self._cluster_ops(ctx, header)
+                if plan.cluster_ops
+                else NOT_REQUESTED,
+            },
+        )
+        session.respond(header, encode_response(header.correlation_id, body))
+        return True
+
+    @staticmethod
+    def _cluster_ops(ctx: AuthContext, header) -> int:
+        if ctx.check_cluster(header, DESCRIBE):
+            return ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster")
+        return 0
+
+
+class _NoLearn:
+    """Advertise known nodes without recording the placeholder addresses."""
+
+    def __init__(self, directory):
+        self.directory = directory
+
+    def learn(self, node_id, host, port):
+        pass
+
+    def advertise(self, node_id):
+        return self.directory.advertise(node_id)
+
+
+def _topic_error(mod, code: ErrorCode, name: str | None, topic_id) -> Any:
+    return build(
+        mod.MetadataResponseTopic,
+        code,
+        None,
+        None,
+        {
+            "name": name,
+            "topic_id": topic_id if topic_id is not None else None,
+            "is_internal": name in INTERNAL_TOPICS if name else False,
+            "partitions": (),
+            "topic_authorized_operations": NOT_REQUESTED,
+        },
+    )
+
+
+# --------------------------------------------------------------------- response rewriting
+
+
+def _read_string(frame, offset: int, flexible: bool) -> tuple[str | None, int]:
+    reader = read_compact_string_nullable if flexible else read_nullable_legacy_string
+    return reader(frame, offset)
+
+
+def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    plan: _Plan = slot.state
+    ctx: AuthContext = session.context
+    v = slot.api_version
+    flexible = response_class(3, v).__flexible__
+    mod = response_module(3, v)
+    topic_reader = entity_reader(mod.MetadataResponseTopic)
+    view: ClusterView = ctx.policy.cluster_view
+    directory = session.config.directory
+    try:
+        b_start, b_end, brokers = metadata_brokers_span(frame, v)
+        pos = b_end
+        cluster_id = None
+        if v >= 2:
+            cluster_id, n = _read_string(frame, pos, flexible)
+            pos += n
+        controller_id = -1
+        if v >= 1:
+            (controller_id,) = _I32.unpack_from(frame, pos)
+            pos += 4
+        topics_at = pos
+        if flexible:
+            count, n = read_unsigned_varint(frame, pos)
+            count -= 1
+        else:
+            (count,) = _I32.unpack_from(frame, pos)
+            n = 4
+        pos += n
+        kept: list[bytes] = []
+        for _ in range(max(count, 0)):
+            topic, used = topic_reader(frame, pos)
+            raw = frame[pos : pos + used]
+            pos += used
+            kept_raw = _rewrite_topic(ctx, plan, mod, topic, raw, v)
+            if kept_raw is not None:
+                kept.append(kept_raw)
+        tail = bytearray(frame[pos:])
+    except DECODE_ERRORS as exc:
+        raise MalformedResponse(f"cannot walk Metadata v{v} topics: {exc!r}") from exc
+    view.cluster_id = cluster_id
+    view.controller_id = controller_id
+    view.racks = {b.node_id: getattr(b, "rack", None) for b in brokers}
+    kept.extend(encode_entity(e) for e in plan.errors)
+    if plan.cluster_ops and 8 <= v <= 10:
+        _I32.pack_into(tail, 0, MetadataHandler._cluster_ops(ctx, plan.header))
+    length = _uvarint(len(kept) + 1) if flexible else _I32.pack(len(kept))
+    new_brokers = encode_metadata_brokers(advertised_brokers(brokers, directory), v)
+    payload = b"".join(
+        (frame[4:b_start], new_brokers, frame[b_end:topics_at], length, *kept, bytes(tail))
+    )
+    return _I32.pack(len(payload)) + payload
+
+
+def _rewrite_topic(ctx: AuthContext, plan: _Plan, mod, topic, raw, v: int) -> bytes | None:
+    """The bytes to keep for one topic entry, or None to drop it."""
+    name = topic.name
+    ctx.policy.topic_ids.learn(getattr(topic, "topic_id", None), name)
+    if (
+        plan.all_topics
+        and name is not None
+        and not ctx.check(plan.header, DESCRIBE, TOPIC, name, False)
+    ):
+        return None
+    if (
+        name in plan.creatable_unknown_to_29
+        and topic.error_code == ErrorCode.unknown_topic_or_partition
+    ):
+        ctx.check(plan.header, CREATE, TOPIC, name)  # audited now that the topic is known missing
+        return encode_entity(_topic_error(mod, ErrorCode.topic_authorization_failed, name, None))
+    if not plan.topic_ops or v < 8 or name is None or topic.error_code != ErrorCode.none:
+        return bytes(raw)
+    ops = ctx.authorized_operations(TOPIC, name)
+    if v >= 9 and raw[-1] != 0:  # tagged fields present: rebuild the entry rather than guess
+        return encode_entity(dataclasses.replace(topic, topic_authorized_operations=ops))
+    out = bytearray(raw)
+    _I32.pack_into(out, len(out) - (5 if v >= 9 else 4), ops)
+    return bytes(out)

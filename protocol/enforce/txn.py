@@ -1,0 +1,140 @@
+"""Idempotence and transactions: InitProducerId and AddPartitionsToTxn."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from authz.model import AclOperation, ResourceType
+from protocol.enforce.base import ApiHandler, answer, error_body, forward
+from protocol.enforce.build import build
+from protocol.enforce.metadata import INTERNAL_TOPICS
+from protocol.versions import response_module
+
+WRITE, IDEMPOTENT_WRITE, CLUSTER_ACTION = (
+    AclOperation.WRITE,
+    AclOperation.IDEMPOTENT_WRITE,
+    AclOperation.CLUSTER_ACTION,
+)
+TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
+
+
+class InitProducerIdHandler(ApiHandler):
+    def describe(self) -> str:
+        return (
+            "with a transactional id: `WRITE TRANSACTIONAL_ID[transactional_id]` (53); without: "
+            "`IDEMPOTENT_WRITE CLUSTER` (logIfDenied=false) or authorizeByResourceType(WRITE, TOPIC) "
+            "(KIP-679), else 31"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        txn = request.transactional_id
+        if txn is not None:
+            if ctx.check(header, WRITE, TXN, txn):
+                forward(session, header, frame)
+            else:
+                answer(
+                    session,
+                    header,
+                    error_body(header, request, ErrorCode.transactional_id_authorization_failed),
+                )
+            return
+        if ctx.check_cluster(header, IDEMPOTENT_WRITE, log_if_denied=False) or ctx.by_resource_type(
+            header, WRITE, TOPIC
+        ):
+            forward(session, header, frame)
+        else:
+            answer(
+                session, header, error_body(header, request, ErrorCode.cluster_authorization_failed)
+            )
+
+
+class AddPartitionsToTxnHandler(ApiHandler):
+    """v0-3 come from producers; v4+ (batched) only from brokers and need CLUSTER_ACTION."""
+
+    granularity = "transaction, then per topic (all-or-nothing)"
+
+    def describe(self) -> str:
+        return (
+            "v0-3: `WRITE TRANSACTIONAL_ID[transactional_id]` (every partition 53), then `WRITE "
+            "TOPIC[name]` per topic (internal topics always 29); any denied partition fails the "
+            "whole request: denied 29, the others 55 (OPERATION_NOT_ATTEMPTED). v4+: `CLUSTER_ACTION "
+            "CLUSTER` (31)"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        if header.api_version >= 4:
+            if ctx.check_cluster(header, CLUSTER_ACTION):
+                forward(session, header, frame)
+            else:
+                answer(
+                    session,
+                    header,
+                    error_body(
+                        header,
+                        request,
+                        ErrorCode.cluster_authorization_failed,
+                        results_by_transaction=(),
+                    ),
+                )
+            return
+        txn = request.v3_and_below_transactional_id
+        topics = request.v3_and_below_topics
+        if not ctx.check(header, WRITE, TXN, txn):
+            self._answer(
+                session,
+                header,
+                request,
+                topics,
+                lambda name: ErrorCode.transactional_id_authorization_failed,
+            )
+            return
+        counts: dict[str, int] = {}
+        for t in topics:
+            if t.name not in INTERNAL_TOPICS:
+                counts[t.name] = counts.get(t.name, 0) + len(t.partitions)
+        allowed = {n for n, c in counts.items() if ctx.check(header, WRITE, TOPIC, n, True, c)}
+        if all(t.name in allowed for t in topics):
+            forward(session, header, frame)
+            return
+        self._answer(
+            session,
+            header,
+            request,
+            topics,
+            lambda name: (
+                ErrorCode.operation_not_attempted
+                if name in allowed
+                else ErrorCode.topic_authorization_failed
+            ),
+        )
+
+    @staticmethod
+    def _answer(session, header, request, topics, code_for) -> None:
+        mod = response_module(header.api_key, header.api_version)
+        results = tuple(
+            build(
+                mod.AddPartitionsToTxnTopicResult,
+                code_for(t.name),
+                None,
+                None,
+                {
+                    "name": t.name,
+                    "results_by_partition": tuple(
+                        build(
+                            mod.AddPartitionsToTxnPartitionResult,
+                            code_for(t.name),
+                            None,
+                            None,
+                            {"partition_index": p},
+                        )
+                        for p in t.partitions
+                    ),
+                },
+            )
+            for t in topics
+        )
+        answer(
+            session,
+            header,
+            error_body(header, request, ErrorCode.none, results_by_topic_v3_and_below=results),
+        )

@@ -1,0 +1,126 @@
+"""Where every authorization decision goes: the audit log, the authorizer log line, metrics."""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import Counter
+
+from authz.decision import Decision
+from authz.model import AclOperation, ResourceType
+from protocol.enforce.context import AuthContext
+from protocol.header import RequestHeader
+from protocol.versions import api_name
+from proxy.audit import AuditLog
+
+#: Kafka logs its decisions on kafka.authorizer.logger; ours has a name of its own
+authorizer_log = logging.getLogger("aclgate.authorizer")
+
+_TYPE_TEXT = {
+    ResourceType.TOPIC: "Topic",
+    ResourceType.GROUP: "Group",
+    ResourceType.CLUSTER: "Cluster",
+    ResourceType.TRANSACTIONAL_ID: "TransactionalId",
+    ResourceType.DELEGATION_TOKEN: "DelegationToken",
+    ResourceType.USER: "User",
+}
+
+
+def kafka_log_line(
+    principal: str,
+    host: str,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    name: str,
+    api: str,
+    ref_count: int,
+    decision: Decision,
+) -> str:
+    """StandardAuthorizer's audit line (authorization.md §8.1), word for word."""
+    verdict = "Allowed" if decision.allowed else "Denied"
+    return (
+        f"Principal = {principal} is {verdict} operation = {operation.name} from host = {host} "
+        f"on resource = {_TYPE_TEXT[resource_type]}:LITERAL:{name} for request = {api} "
+        f"with resourceRefCount = {ref_count} based on rule {decision.kafka_rule()}"
+    )
+
+
+class DecisionRecorder:
+    """The DecisionSink of a running proxy."""
+
+    def __init__(self, registry, audit: AuditLog | None):
+        self.audit = audit
+        self.decisions = Counter(
+            "aclgate_decisions",
+            "Authorization decisions by API, operation, resource type and outcome",
+            ["api", "operation", "resource_type", "decision", "enforced"],
+            registry=registry,
+        )
+        self._children: dict[tuple, object] = {}
+
+    def decided(
+        self,
+        ctx: AuthContext,
+        header: RequestHeader,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        resource_name: str,
+        decision: Decision,
+        enforced: bool,
+        log_if_denied: bool,
+        ref_count: int,
+    ) -> None:
+        key = (header.api_key, operation, resource_type, decision.allowed, enforced)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.decisions.labels(
+                api_name(header.api_key),
+                operation.name,
+                resource_type.name,
+                decision.verdict,
+                str(enforced).lower(),
+            )
+        child.inc()
+        if decision.allowed:
+            if authorizer_log.isEnabledFor(logging.DEBUG):
+                authorizer_log.debug(
+                    kafka_log_line(
+                        ctx.principal,
+                        ctx.host,
+                        operation,
+                        resource_type,
+                        resource_name,
+                        api_name(header.api_key),
+                        ref_count,
+                        decision,
+                    )
+                )
+        elif log_if_denied:
+            authorizer_log.info(
+                kafka_log_line(
+                    ctx.principal,
+                    ctx.host,
+                    operation,
+                    resource_type,
+                    resource_name,
+                    api_name(header.api_key),
+                    ref_count,
+                    decision,
+                )
+                + ("" if enforced else " (dry-run: not enforced)")
+            )
+        if self.audit is not None and (decision.allowed or log_if_denied):
+            self.audit.record(
+                ctx.listener,
+                ctx.principal,
+                ctx.host,
+                header.client_id,
+                api_name(header.api_key),
+                header.api_key,
+                header.api_version,
+                operation.name,
+                resource_type.name,
+                resource_name,
+                decision,
+                enforced,
+            )
