@@ -33,8 +33,9 @@ def _is_remote(path: str) -> bool:
 
 
 def _hidden(name: str) -> bool:
-    # Hadoop's convention (_SUCCESS, .crc files, editor droppings): not data.
-    return name.startswith((".", "_")) or name.endswith(".crc")
+    # Hadoop's convention (_SUCCESS, .crc files, editor droppings) and files still being
+    # written (the proxy gzips a rotated file to NAME.jsonl.gz.tmp, then renames it): not data.
+    return name.startswith((".", "_")) or name.endswith((".crc", ".tmp"))
 
 
 def _is_parquet(name: str) -> bool:

@@ -29,9 +29,9 @@ from pipeline.aggregate import (
     totals,
 )
 from pipeline.evaluate import Policy
-from pipeline.html import render_page
 from pipeline.jobs import load_audit
 from pipeline.output import prepare_out_dir, write_csv, write_json, write_parquet
+from pipeline.page import render_page
 from pipeline.timeutil import iso, parse_user_time, to_micros
 from pipeline.whatif import compare, policy_header, write_whatif
 

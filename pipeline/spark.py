@@ -8,6 +8,8 @@ than by the user.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import sys
 import time
@@ -35,9 +37,21 @@ def is_local(master: str | None) -> bool:
     return master is None or master == "local" or master.startswith("local[")
 
 
-def _prepare_environment() -> None:
-    """Bind to loopback unless told otherwise; run executors on this very interpreter."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+def _loopback_master(master: str | None) -> bool:
+    """A local master, or a cluster whose master listens on this machine's loopback."""
+    if is_local(master):
+        return True
+    host = master.split("://", 1)[-1].split(":", 1)[0].split("/", 1)[0]
+    return host in ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _prepare_environment(master: str | None) -> None:
+    """Bind to loopback when everything runs here (hostnames here resolve to 127.0.0.1 and
+    Spark would warn and pick another interface); a remote cluster must reach the driver, so
+    there Spark's own choice stands. Executors run this very interpreter unless told otherwise.
+    """
+    if _loopback_master(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -60,8 +74,8 @@ def spark_settings(
         # Only a JVM we launch ourselves can take driver options.
         java_opts = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
         settings["spark.driver.extraJavaOptions"] = java_opts
-        if local:
-            ip = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
+        ip = os.environ.get("SPARK_LOCAL_IP")
+        if ip and _loopback_master(master):
             settings["spark.driver.host"] = ip
             settings["spark.driver.bindAddress"] = ip
         if driver_memory:
@@ -93,7 +107,8 @@ def build_session(
 ) -> SparkSession:
     """Start (or join, under spark-submit) the SparkSession a job runs in."""
     check_available()
-    _prepare_environment()
+    if not under_spark_submit():
+        _prepare_environment(master)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -172,5 +187,11 @@ def ship_packages(spark: SparkSession, packages: Sequence[str] = ("authz", "pipe
             for path in sorted(root.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:
                     archive.write(path, Path(package, path.relative_to(root)))
-    sc.addPyFile(name)
+    sc.addPyFile(name)  # served from this path while the context lives
+    atexit.register(_unlink_quietly, name)
     _SHIPPED.add(id(sc))
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.acls import load_acls
 from pipeline.evaluate import Policy
-from pipeline.html import render_page
 from pipeline.jobs import load_audit
 from pipeline.output import prepare_out_dir
+from pipeline.page import render_page
 from pipeline.timeutil import iso
 from pipeline.whatif import compare, policy_header, write_whatif
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.charts import hbar_chart, human, nice_ceiling, stacked_timeline
-from pipeline.html import acl_label, render_page
+from pipeline.page import acl_label, render_page
 
 EVIL = "User:<script>alert(1)</script>"
 
