@@ -125,8 +125,10 @@ def stacked_timeline(
         i = round(t * (len(points) - 1) / max(1, ticks - 1))
         x = left + i * slot + slot / 2
         label = points[i]["start"][:16].replace("T", " ")
+        anchor = "start" if t == 0 else "end" if t == ticks - 1 else "middle"
+        x = left if anchor == "start" else width - right if anchor == "end" else x
         parts.append(
-            f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle" fill="#666">'
+            f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="{anchor}" fill="#666">'
             f"{escape(label)}</text>"
         )
     lx = left

@@ -48,7 +48,12 @@ def run_whatif(spark: SparkSession, opts: WhatifOptions, progress: Progress) -> 
         }
         summary = write_whatif(decisions, out, header)
         progress.step("writing report.html")
-        page = render_page("aclgate what-if", {"inputs": loaded.summary}, summary)
+        context = {
+            "inputs": loaded.summary,
+            "generated_at": header["generated_at"],
+            "time_range": {"first": loaded.summary["first_ts"], "last": loaded.summary["last_ts"]},
+        }
+        page = render_page("aclgate what-if", context, summary)
         (out / "report.html").write_text(page, encoding="utf-8")
         return summary
     finally:
