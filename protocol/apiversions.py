@@ -40,6 +40,7 @@ def trim_api_versions(
     api_version: int,
     allowed: Mapping[int, tuple[int, int]],
     dropped: set[int] | None = None,
+    own: Mapping[int, tuple[int, int]] | None = None,
 ) -> bytes:
     """Rewrite a framed ApiVersions response so only `allowed` keys and versions remain.
 
@@ -47,6 +48,8 @@ def trim_api_versions(
     to the intersection; keys outside `allowed` or with an empty intersection are dropped
     (their numbers are added to `dropped` for logging). Produce keeps the broker's minimum
     (KAFKA-18659: old librdkafka derives features from it); the proxy still refuses v0-2.
+    `own` keys (SASL on a SASL listener) are announced with the proxy's own range whatever the
+    broker says, since the proxy, not the broker, serves them.
     """
     # Response header is always v0 for ApiVersions: size(4) + correlation id(4).
     body = 8
@@ -71,6 +74,8 @@ def trim_api_versions(
             tags = bytes(frame[pos + 6 : entry_end])
             pos = entry_end
             ours = allowed.get(key)
+            if own and key in own:
+                continue  # replaced below by the proxy's own range
             if ours is None:
                 if dropped is not None:
                     dropped.add(key)
@@ -83,6 +88,9 @@ def trim_api_versions(
                 continue
             kept.append(_ENTRY.pack(key, new_lo, new_hi) + tags)
         rest = bytes(frame[pos:])
+        tag = b"\0" if flexible else b""
+        for key, (lo, hi) in sorted((own or {}).items()):
+            kept.append(_ENTRY.pack(key, lo, hi) + tag)
     except DECODE_ERRORS as exc:
         raise MalformedResponse(f"cannot parse ApiVersions v{api_version} response: {exc}") from exc
     length = _uvarint(len(kept) + 1) if flexible else struct.pack(">i", len(kept))

@@ -82,7 +82,13 @@ def allowed_versions(
 
 def _trim_api_versions(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
     dropped: set[int] = set()
-    out = trim_api_versions(frame, slot.api_version, session.config.allowed_versions, dropped)
+    out = trim_api_versions(
+        frame,
+        slot.api_version,
+        session.allowed_versions,
+        dropped,
+        session.config.extras.get("own_api_versions"),
+    )
     hook = session.config.extras.get("on_dropped_api_keys")
     if hook is not None and dropped:
         hook(dropped)

@@ -141,6 +141,15 @@ class ProxySession:
         self.closing = False
         self._handlers = config.handlers
         self._allowed = config.allowed_versions
+        #: consulted for every request: returns a reason to close the connection, or None
+        #: (e.g. "not authenticated yet", "SASL session expired")
+        self.gate: Callable[[RequestHeader], str | None] | None = None
+        #: when set, frames are not Kafka requests (SASL v0 raw tokens) and go here
+        self.raw_handler: Callable[[ProxySession, Frame], None] | None = None
+        #: SASL progress on SASL listeners (protocol.saslgate)
+        self.sasl: Any = None
+        #: set when the connection closes because authentication failed (closed after a delay)
+        self.auth_failed = False
         self._splitter = FrameSplitter(config.max_frame)
         self._fifo: deque[Slot] = deque()  # client order
         self._awaiting: deque[Slot] = deque()  # sent upstream, response not yet started
@@ -162,6 +171,23 @@ class ProxySession:
     @property
     def in_flight(self) -> int:
         return len(self._fifo)
+
+    def set_handlers(
+        self, handlers: Mapping[int, RequestHandler], allowed: Mapping[int, tuple[int, int]]
+    ) -> None:
+        """Swap the dispatch table, e.g. once a SASL client has authenticated."""
+        self._handlers = handlers
+        self._allowed = allowed
+
+    @property
+    def allowed_versions(self) -> Mapping[int, tuple[int, int]]:
+        return self._allowed
+
+    def respond_raw(self, data: bytes) -> None:
+        """A frame without a response header (SASL v0 tokens), in order like any answer."""
+        slot = Slot(-1, -1, -1)
+        self._fifo.append(slot)
+        self._fill(slot, data)
 
     def set_max_frame(self, size: int) -> None:
         """E.g. a small cap before SASL authentication, the full one after."""
@@ -219,6 +245,9 @@ class ProxySession:
                 self.io.resume_client_reading()
 
     def _process(self, frame: Frame) -> None:
+        if self.raw_handler is not None:
+            self.raw_handler(self, frame)
+            return
         try:
             header = parse_request_header(frame)
         except UnknownApi as exc:
@@ -251,6 +280,11 @@ class ProxySession:
                 "unsupported_api",
             )
             return
+        if self.gate is not None:
+            reason = self.gate(header)
+            if reason is not None:
+                self.fail(reason, "sasl_state")
+                return
         self.observer.request(header, len(frame))
         try:
             handler(self, header, frame)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
 
 class ConfigError(ValueError):
     """A setting is missing or invalid; the message names the setting and the problem."""
@@ -243,6 +245,119 @@ class ProxyConfig:
         metavar="NAME", help="this instance's name in audit events (default HOST:PORT of --listen)"
     )
 
+    # --------------------------------------------------------- client-side security
+    listener_security_protocol: str = _setting(
+        "PLAINTEXT",
+        choices=SECURITY_PROTOCOLS,
+        help="how clients connect (Kafka's names): PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; every "
+        "per-broker port uses the same (default PLAINTEXT: principal User:ANONYMOUS)",
+    )
+    ssl_certfile: Path | None = _setting(
+        parse=Path,
+        metavar="PEM",
+        help="server certificate (chain) for SSL/SASL_SSL listeners; reloaded when it changes",
+    )
+    ssl_keyfile: Path | None = _setting(
+        parse=Path, metavar="PEM", help="private key of --ssl-certfile; reloaded when it changes"
+    )
+    ssl_cafile: Path | None = _setting(
+        parse=Path,
+        metavar="PEM",
+        help="CAs trusted for client certificates (needed for --ssl-client-auth requested|required)",
+    )
+    ssl_client_auth: str = _setting(
+        "none",
+        choices=("none", "requested", "required"),
+        lower=True,
+        help="client certificates, as Kafka's ssl.client.auth (default none)",
+    )
+    ssl_principal_mapping_rules: str = _setting(
+        "DEFAULT",
+        metavar="RULES",
+        help="Kafka's ssl.principal.mapping.rules, e.g. 'RULE:^CN=([^,]+),OU=eng,.*$/$1/L,DEFAULT'",
+    )
+    sasl_mechanisms: str = _setting(
+        "SCRAM-SHA-512",
+        metavar="LIST",
+        help="comma-separated SASL mechanisms on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+        "OAUTHBEARER (default SCRAM-SHA-512)",
+    )
+    users_file: Path | None = _setting(
+        parse=Path,
+        metavar="PATH",
+        help="credentials for PLAIN and SCRAM (manage with `aclgate users`); re-read when it changes",
+    )
+    sasl_oauthbearer_jwks_file: Path | None = _setting(
+        parse=Path, metavar="PATH", help="JWKS (JSON) with the keys that sign OAUTHBEARER tokens"
+    )
+    sasl_oauthbearer_expected_audience: list[str] = _setting(
+        multiple=True, metavar="AUD", help="accept tokens for this audience (repeatable)"
+    )
+    sasl_oauthbearer_expected_issuer: str | None = _setting(
+        metavar="ISS", help="accept tokens from this issuer only"
+    )
+    sasl_oauthbearer_sub_claim_name: str = _setting(
+        "sub", metavar="CLAIM", help="token claim holding the principal name (default sub)"
+    )
+    sasl_oauthbearer_clock_skew_seconds: int = _setting(
+        30, parse=int, metavar="S", help="allowed clock skew for exp/nbf (default 30)"
+    )
+    connections_max_reauth_ms: int = _setting(
+        0,
+        parse=int,
+        metavar="MS",
+        help="SASL session lifetime; clients re-authenticate before it ends (KIP-368; default 0 = never)",
+    )
+    connection_failed_authentication_delay_ms: int = _setting(
+        100,
+        parse=int,
+        metavar="MS",
+        help="delay before closing a connection whose authentication failed (default 100)",
+    )
+    proxy_protocol: bool = _setting(
+        False,
+        boolean=True,
+        help="expect a PROXY protocol v1/v2 header from --proxy-protocol-trusted peers (load balancers); "
+        "its source address is then the client host for ACLs and audit",
+    )
+    proxy_protocol_trusted: list[str] = _setting(
+        multiple=True, metavar="CIDR", help="peers allowed to send a PROXY header (repeatable)"
+    )
+
+    # ------------------------------------------------------------- upstream security
+    upstream_security_protocol: str = _setting(
+        "PLAINTEXT",
+        choices=SECURITY_PROTOCOLS,
+        help="how the proxy connects to the cluster (default PLAINTEXT)",
+    )
+    upstream_sasl_mechanism: str = _setting(
+        "SCRAM-SHA-512",
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+        help="the proxy's own SASL mechanism towards the cluster (default SCRAM-SHA-512)",
+    )
+    upstream_sasl_username: str | None = _setting(
+        metavar="NAME", help="the proxy's own user on the cluster"
+    )
+    upstream_sasl_password_file: Path | None = _setting(
+        parse=Path, metavar="PATH", help="file holding the proxy's own password (first line)"
+    )
+    upstream_ssl_cafile: Path | None = _setting(
+        parse=Path,
+        metavar="PEM",
+        help="CAs to verify the cluster's certificates (default: system CAs)",
+    )
+    upstream_ssl_certfile: Path | None = _setting(
+        parse=Path, metavar="PEM", help="client certificate for an mTLS cluster"
+    )
+    upstream_ssl_keyfile: Path | None = _setting(
+        parse=Path, metavar="PEM", help="key of --upstream-ssl-certfile"
+    )
+    upstream_ssl_check_hostname: bool = _setting(
+        True,
+        boolean=True,
+        help="verify the cluster's host names (Kafka's ssl.endpoint.identification.algorithm=https; on by default)",
+    )
+
     # ------------------------------------------------------------------ derived values
 
     @property
@@ -284,6 +399,62 @@ class ProxyConfig:
                 f"{self.acl_file} --add ...`, or pass --acl-file-missing-ok to start with an empty policy)"
             )
         return self
+
+    @property
+    def sasl_mechanism_list(self) -> tuple[str, ...]:
+        return tuple(m.strip().upper() for m in self.sasl_mechanisms.split(",") if m.strip())
+
+    def _validate_security(self) -> None:
+        protocol = self.listener_security_protocol
+        if protocol in ("SSL", "SASL_SSL") and not (self.ssl_certfile and self.ssl_keyfile):
+            raise ConfigError(
+                f"listener_security_protocol {protocol} needs --ssl-certfile and --ssl-keyfile"
+            )
+        if self.ssl_client_auth != "none" and not self.ssl_cafile:
+            raise ConfigError(
+                f"ssl_client_auth {self.ssl_client_auth} needs --ssl-cafile (the CAs of client certificates)"
+            )
+        if protocol.startswith("SASL"):
+            from protocol.sasl import SUPPORTED_MECHANISMS
+
+            mechanisms = self.sasl_mechanism_list
+            if not mechanisms:
+                raise ConfigError(
+                    "sasl_mechanisms: at least one mechanism is needed on a SASL listener"
+                )
+            for m in mechanisms:
+                if m not in SUPPORTED_MECHANISMS:
+                    raise ConfigError(
+                        f"sasl_mechanisms: {m} is not one of {', '.join(SUPPORTED_MECHANISMS)}"
+                    )
+            if any(m != "OAUTHBEARER" for m in mechanisms) and not self.users_file:
+                raise ConfigError(
+                    "sasl_mechanisms PLAIN/SCRAM need --users-file (create it with `aclgate users add`)"
+                )
+            if "OAUTHBEARER" in mechanisms and not self.sasl_oauthbearer_jwks_file:
+                raise ConfigError("OAUTHBEARER needs --sasl-oauthbearer-jwks-file")
+        if self.proxy_protocol and not self.proxy_protocol_trusted:
+            raise ConfigError("proxy_protocol needs at least one --proxy-protocol-trusted CIDR")
+        if self.upstream_security_protocol.startswith("SASL") and not (
+            self.upstream_sasl_username and self.upstream_sasl_password_file
+        ):
+            raise ConfigError(
+                "upstream_security_protocol SASL_* needs --upstream-sasl-username and --upstream-sasl-password-file"
+            )
+        for name in (
+            "users_file",
+            "sasl_oauthbearer_jwks_file",
+            "upstream_sasl_password_file",
+            "ssl_certfile",
+            "ssl_keyfile",
+            "ssl_cafile",
+            "upstream_ssl_cafile",
+            "upstream_ssl_certfile",
+            "upstream_ssl_keyfile",
+        ):
+            path = getattr(self, name)
+            if path is not None and not Path(path).exists():
+                raise ConfigError(f"{name}: {path} does not exist")
 
 
 def _settings() -> list[dataclasses.Field]:
@@ -361,8 +532,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["action"] = "append"
         if meta["boolean"]:
             kwargs.pop("metavar", None)
-            kwargs["action"] = "store_const"
-            kwargs["const"] = True
+            kwargs["action"] = argparse.BooleanOptionalAction
         parser.add_argument(flag, **kwargs)
 
 

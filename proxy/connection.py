@@ -6,8 +6,17 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from protocol import saslgate
 from protocol.enforce.context import AuthContext
 from protocol.hosts import java_host_string
+from protocol.principal import NoMatchingRule, principal_for_connection
+from protocol.proxyproto import (
+    NeedMore,
+    ProxyProtocolError,
+    has_proxy_signature,
+    is_trusted,
+    parse_proxy_header,
+)
 from protocol.session import ProxySession
 from proxy.upstream import set_nodelay
 
@@ -59,6 +68,9 @@ class ClientConnection(asyncio.Protocol):
         self._connect_task: asyncio.Task | None = None
         #: requests the session forwarded before the upstream connection was up
         self._early: list[bytes] = []
+        #: bytes of a PROXY protocol header still being collected (None: not expected)
+        self._proxy_header: bytearray | None = None
+        self._first_data = True
 
     # asyncio.Protocol (client side) ------------------------------------------------
 
@@ -66,21 +78,85 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         set_nodelay(transport)
         self.peer = peer_string(transport)
-        self.session = ProxySession(
-            self.server.session_config, self, self.server.metrics, self.context()
-        )
+        security = self.server.security
         self.server.connection_opened(self)
+        try:
+            principal = self._tls_principal()
+        except NoMatchingRule as exc:
+            self.session = None
+            self.close(
+                f"no ssl.principal.mapping.rules rule matches the client certificate ({exc})",
+                "tls_principal",
+            )
+            return
+        self.session = ProxySession(
+            self.server.session_config, self, self.server.metrics, self.context(principal)
+        )
+        peer = transport.get_extra_info("peername")
+        if security.trusted_proxies and peer and is_trusted(peer[0], security.trusted_proxies):
+            self._proxy_header = bytearray()
+        if security.sasl:
+            saslgate.install(self.session, self.server.sasl_config)
+            return  # the upstream connection waits for a successful authentication
         self.pause_client("connecting")
         self._connect_task = asyncio.ensure_future(self._connect_upstream())
 
-    def context(self) -> AuthContext:
+    def _tls_principal(self) -> str:
+        """`User:ANONYMOUS`, or on an SSL listener the mapped client certificate subject."""
+        security = self.server.security
+        if security.protocol != "SSL":
+            return "User:ANONYMOUS"
+        from proxy.tls import peer_certificate
+
+        return principal_for_connection(
+            peer_certificate(self.transport.get_extra_info("ssl_object")), security.mapper
+        )
+
+    def context(self, principal: str) -> AuthContext:
         """Who this connection is: the principal comes from the connection, never a request."""
         peer = self.transport.get_extra_info("peername") if self.transport else None
         host = java_host_string(peer[0]) if peer else "unknown"
-        return AuthContext(self.server.policy, "User:ANONYMOUS", host, "PLAINTEXT")
+        return AuthContext(self.server.policy, principal, host, self.server.security.protocol)
+
+    def authenticated(self, session: ProxySession, name: str) -> None:
+        """SASL succeeded: the principal is known; now the upstream connection may open."""
+        session.context.principal = f"User:{name}"
+        log.debug("client %s authenticated as User:%s", self.peer, name)
+        self.pause_client("connecting")
+        self._connect_task = asyncio.ensure_future(self._connect_upstream())
 
     def data_received(self, data: bytes) -> None:
+        if self._first_data:
+            self._first_data = False
+            if self._proxy_header is None and has_proxy_signature(data):
+                self.close(
+                    "PROXY protocol header from a peer that is not trusted to send one",
+                    "proxy_protocol",
+                )
+                return
+        if self._proxy_header is not None:
+            data = self._take_proxy_header(data)
+            if not data:
+                return
         self.session.client_data(data)
+
+    def _take_proxy_header(self, data: bytes) -> bytes:
+        """Collect and apply the PROXY header; returns the Kafka bytes that follow it."""
+        self._proxy_header += data
+        try:
+            header = parse_proxy_header(self._proxy_header)
+        except ProxyProtocolError as exc:
+            self.close(f"bad PROXY protocol header: {exc}", "proxy_protocol")
+            return b""
+        if isinstance(header, NeedMore):
+            return b""
+        rest = bytes(self._proxy_header[header.consumed :])
+        self._proxy_header = None
+        peer = self.transport.get_extra_info("peername")
+        source = header.effective_source(peer)
+        self.session.context.host = java_host_string(source[0])
+        self.peer = f"{source[0]}:{source[1]} (via {self.peer})"
+        return rest
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -156,6 +232,8 @@ class ClientConnection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
+        if self.session is not None and self.session.auth_failed:
+            kind = "authentication_failed"
         if kind is None:
             log.info("closing connection from %s: %s", self.peer, reason)
         else:
@@ -164,7 +242,14 @@ class ClientConnection(asyncio.Protocol):
         if self.session is not None:
             self.session.closed = True
         if self.transport is not None:
-            self.transport.close()
+            if kind == "authentication_failed":
+                # Kafka's connection.failed.authentication.delay.ms: slow down password guessing
+                self.transport.pause_reading()
+                asyncio.get_running_loop().call_later(
+                    self.server.security.failed_auth_delay, self.transport.close
+                )
+            else:
+                self.transport.close()
         self._teardown()
 
     def pause_client_reading(self) -> None:

@@ -24,6 +24,7 @@ from proxy.decisions import DecisionRecorder
 from proxy.directory import NodeDirectory
 from proxy.http import HealthServer
 from proxy.metrics import ProxyMetrics
+from proxy.security import build_listener_security, build_upstream_security
 from proxy.upstream import ControlClient, UpstreamConnector, UpstreamUnavailable
 
 log = logging.getLogger("aclgate")
@@ -46,7 +47,8 @@ class ProxyServer:
     def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None):
         self.config = config
         self.metrics = metrics or ProxyMetrics()
-        self.connector = UpstreamConnector(config.connect_timeout)
+        self.security = build_listener_security(config)
+        self.connector = UpstreamConnector(config.connect_timeout, build_upstream_security(config))
         self.control = ControlClient(
             config.upstream, self.connector, timeout=config.connect_timeout
         )
@@ -89,6 +91,44 @@ class ProxyServer:
             ),
             extras={"on_dropped_api_keys": self._log_dropped_keys},
         )
+        self.sasl_config = None
+        if self.security.sasl:
+            self._configure_sasl(allowed)
+
+    def _configure_sasl(self, allowed: dict[int, tuple[int, int]]) -> None:
+        """SASL listeners: the pre-authentication gate, then the full table plus re-auth."""
+        from protocol import saslgate
+
+        after = dict(handlers())
+        after[saslgate.SASL_HANDSHAKE] = saslgate._handshake
+        after[saslgate.SASL_AUTHENTICATE] = saslgate._authenticate
+        self.session_config.extras["own_api_versions"] = saslgate.SASL_VERSIONS
+        self.sasl_config = saslgate.SaslListenerConfig(
+            mechanisms=self.security.sasl_mechanisms,
+            new_server=self.security.new_sasl_server,
+            clock_ms=lambda: int(time.time() * 1000),
+            max_reauth_ms=self.security.max_reauth_ms,
+            run_blocking=self.security.run_blocking,
+            pre_auth_versions=lambda: self._pre_auth_versions(allowed),
+            on_authenticated=lambda session, name: session.io.authenticated(session, name),
+            handlers_after=after,
+            versions_after={**allowed, **saslgate.SASL_VERSIONS},
+        )
+
+    def _pre_auth_versions(self, allowed: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """What ApiVersions announces before SASL: the proxy's ranges within the cluster's."""
+        upstream = self.control.api_ranges
+        out = {}
+        for key, (lo, hi) in allowed.items():
+            if upstream:
+                if key not in upstream:
+                    continue
+                up_lo, up_hi = upstream[key]
+                lo, hi = (up_lo if key == 0 else max(lo, up_lo)), min(hi, up_hi)
+                if hi < lo:
+                    continue
+            out[key] = (lo, hi)
+        return out
 
     # lifecycle ---------------------------------------------------------------------
 
@@ -127,6 +167,7 @@ class ProxyServer:
             port,
             reuse_address=True,
             backlog=1024,
+            ssl=self.security.ssl_context,
         )
         self.servers.append(server)
         self.bootstrap_address = server.sockets[0].getsockname()[:2]
@@ -150,9 +191,12 @@ class ProxyServer:
             self.metrics_address = await self.health.start(*self.config.metrics_listen)
             log.info("metrics and health on http://%s:%d/metrics", *self.metrics_address)
         log.info(
-            "listening on %s:%d for clients, upstream %s",
+            "listening on %s:%d for clients (%s%s), upstream %s (%s)",
             *self.bootstrap_address,
+            self.security.protocol,
+            f" {','.join(self.security.sasl_mechanisms)}" if self.security.sasl else "",
             ", ".join(f"{h}:{p}" for h, p in self.config.upstream),
+            self.config.upstream_security_protocol,
         )
         await self.refresh_brokers(raise_errors=False)
 
@@ -179,6 +223,8 @@ class ProxyServer:
         await self.control.close()
         if self.audit is not None:
             self.audit.close()
+        if self.security.executor is not None:
+            self.security.executor.shutdown(wait=False)
 
     async def serve_forever(self) -> None:
         await self.start()
@@ -231,7 +277,9 @@ class ProxyServer:
 
         async def serve() -> None:
             server = await loop.create_server(
-                lambda: ClientConnection(self, listener, node_id), sock=sock
+                lambda: ClientConnection(self, listener, node_id),
+                sock=sock,
+                ssl=self.security.ssl_context,
             )
             self.servers.append(server)
             self.metrics.broker_listeners.inc()

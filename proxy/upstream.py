@@ -37,18 +37,74 @@ def set_nodelay(transport: asyncio.BaseTransport) -> None:
             pass
 
 
-class UpstreamConnector:
-    """Opens connections to brokers; the one place upstream TLS/SASL will be negotiated."""
+class UpstreamAuthError(ConnectionError):
+    """The cluster refused the proxy's own credentials."""
 
-    def __init__(self, timeout: float = 10.0):
+
+async def sasl_login(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: Any, mechanism: str
+) -> None:
+    """SaslHandshake v1 + SaslAuthenticate v1 rounds with the proxy's own credentials,
+    on the proxy's own correlation ids, before any client request is relayed."""
+    from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    async def roundtrip(body: Any, correlation_id: int) -> Any:
+        writer.write(encode_request(correlation_id, body, "aclgate"))
+        await writer.drain()
+        size = _SIZE.unpack(await reader.readexactly(4))[0]
+        frame = _SIZE.pack(size) + await reader.readexactly(size)
+        return decode_response(frame, body.__api_key__, body.__version__)
+
+    handshake = await roundtrip(SaslHandshakeRequest(mechanism=mechanism), 1)
+    if handshake.error_code != 0:
+        raise UpstreamAuthError(
+            f"cluster refused SASL mechanism {mechanism} (error {int(handshake.error_code)}; "
+            f"enabled there: {', '.join(handshake.mechanisms)})"
+        )
+    token = client.initial_response()
+    correlation_id = 2
+    while True:
+        answer = await roundtrip(SaslAuthenticateRequest(auth_bytes=token), correlation_id)
+        correlation_id += 1
+        if answer.error_code != 0:
+            raise UpstreamAuthError(
+                f"cluster refused the proxy's credentials: {answer.error_message}"
+            )
+        token = client.evaluate_challenge(bytes(answer.auth_bytes))
+        if client.complete:
+            return
+        if token is None:
+            raise UpstreamAuthError("SASL exchange with the cluster ended before completing")
+
+
+class UpstreamConnector:
+    """Opens connections to brokers: TCP, TLS if configured, then the proxy's own SASL login."""
+
+    def __init__(self, timeout: float = 10.0, security: Any = None):
         self.timeout = timeout
+        self.security = security
+
+    @property
+    def _ssl(self) -> Any:
+        return self.security.ssl_context if self.security is not None else None
 
     async def open(
         self, host: str, port: int, protocol_factory: Callable[[], asyncio.Protocol]
     ) -> tuple[asyncio.Transport, asyncio.Protocol]:
+        if self.security is not None and self.security.protocol.startswith("SASL"):
+            _reader, writer = await self.open_stream(host, port)
+            transport = writer.transport
+            protocol = protocol_factory()
+            transport.set_protocol(protocol)  # nothing is pending: the broker waits for us
+            return transport, protocol
         loop = asyncio.get_running_loop()
+        ssl_ctx = self._ssl
         transport, protocol = await asyncio.wait_for(
-            loop.create_connection(protocol_factory, host, port), self.timeout
+            loop.create_connection(
+                protocol_factory, host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx else None
+            ),
+            self.timeout,
         )
         set_nodelay(transport)
         return transport, protocol
@@ -56,7 +112,24 @@ class UpstreamConnector:
     async def open_stream(
         self, host: str, port: int
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.wait_for(asyncio.open_connection(host, port), self.timeout)
+        ssl_ctx = self._ssl
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx else None
+            ),
+            self.timeout,
+        )
+        set_nodelay(writer.transport)
+        client = self.security.sasl_client() if self.security is not None else None
+        if client is not None:
+            try:
+                await asyncio.wait_for(
+                    sasl_login(reader, writer, client, self.security.mechanism), self.timeout
+                )
+            except BaseException:
+                writer.close()
+                raise
+        return reader, writer
 
 
 class ControlClient:
