@@ -60,7 +60,7 @@ def test_whatif_command(spark, audit, capsys):
     assert summary["dry_run_still_denied"] == {"events": 0, "keys": 0}
     assert summary["unchanged"]["events"] == 7
     (part,) = (out / "to_denied").glob("part-*.csv")
-    rows = list(csv.DictReader(part.open()))
+    rows = list(csv.DictReader(part.read_text().splitlines()))
     assert {(r["principal"], r["operation"], r["count"]) for r in rows} == {
         ("User:alice", "READ", "6"),
         ("User:alice", "DESCRIBE", "1"),

@@ -46,6 +46,14 @@ def wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float = 90) 
     raise AssertionError(f"{text!r} not in {log} within {timeout} s:\n{log.read_text()[-3000:]}")
 
 
+def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start a daemon in its own process group, its output in `log` (our copy closed)."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
 def stop(proc: subprocess.Popen) -> None:
     """SIGTERM the process group we started (the worker's executors are in it), then KILL."""
     if proc.poll() is None:
@@ -78,19 +86,18 @@ def cluster(tmp_path_factory):
     procs = []
     try:
         master_log = root / "master.log"
-        master = subprocess.Popen(
+        master = spawn(
             [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
              "--port", str(port), "--webui-port", str(free_port())],
-            env=env, stdout=master_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            env, master_log,
         )  # fmt: skip
         procs.append(master)
         wait_for(master_log, "I have been elected leader", master)
-        worker = subprocess.Popen(
+        worker = spawn(
             [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
              "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
              "--work-dir", str(root / "work"), url],
-            env=env, stdout=(root / "worker.log").open("w"), stderr=subprocess.STDOUT,
-            start_new_session=True,
+            env, root / "worker.log",
         )  # fmt: skip
         procs.append(worker)
         wait_for(master_log, "Registering worker", master)

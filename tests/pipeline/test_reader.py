@@ -50,7 +50,11 @@ def test_malformed_lines_are_counted_with_file_and_line(spark, tmp_path, progres
             (str(gz), 5, "not a JSON object of the audit schema"),
         ]
         assert loaded.data.events.groupBy().sum("count").first()[0] == 12
-        written = [json.loads(x) for p in (tmp_path / "bad").glob("part-*") for x in p.open()]
+        written = [
+            json.loads(x)
+            for p in (tmp_path / "bad").glob("part-*")
+            for x in p.read_text().splitlines()
+        ]
         assert len(written) == 7
         assert "warning: 7 malformed line(s)" in progress.stream.getvalue()
     finally:

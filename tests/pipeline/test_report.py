@@ -98,7 +98,7 @@ def test_denied_parquet_and_csv(spark, report):
         ("User:mallory", True, 2),
     ]
     (csv_file,) = (out / "denied" / "csv").glob("part-*.csv")
-    rows = list(csv.DictReader(csv_file.open()))
+    rows = list(csv.DictReader(csv_file.read_text().splitlines()))
     assert {r["principal"] for r in rows} == {"User:alice", "User:carol", "User:mallory"}
     assert rows[0]["first_seen"].endswith("Z")
 
