@@ -39,7 +39,8 @@ format: $(TEST_STAMP)  ## ruff format + autofix
 	$(VENV)/bin/ruff check --fix .
 
 bench: $(TEST_STAMP)  ## latency: direct vs bare relay vs aclgate (writes bench/results/)
-	$(PY) -m bench.latency
+	$(PIP) install -e '.[bench]'
+	$(PY) -m bench.latency $(BENCH_ARGS)
 
 bench-authz: $(TEST_STAMP)  ## authorizer µs/call and load time (writes bench/results/)
 	$(PY) -m bench.authz
