@@ -257,11 +257,19 @@ class PerEntry(ApiHandler):
     doc_name: str = "name"
     #: for arrays of plain names (DeleteGroups): the response field that echoes the name
     entry_key: str | None = None
+    #: top-level fields of the answer to a denied `pre` check (OffsetDelete: no topics)
+    pre_overrides: dict[str, Any] = field(default_factory=dict)
+    #: forward even when every entry is denied, as Kafka still asks the coordinator then
+    forward_empty: bool = False
 
     def handle(self, session, ctx, header, frame, request):
         denied_pre = first_denied(ctx, header, request, self.pre)
         if denied_pre is not None:
-            answer(session, header, error_body(header, request, denied_pre.error, self.aliases))
+            answer(
+                session,
+                header,
+                error_body(header, request, denied_pre.error, self.aliases, **self.pre_overrides),
+            )
             return
         entries = getattr(request, self.array) or ()
         if self.shortcut is not None and ctx.check(
@@ -335,7 +343,7 @@ class PerEntry(ApiHandler):
             return
         errors = tuple(self.error_entry(header, e) for e in denied)
         errors += tuple(self.error_entry(header, e, ErrorCode.unknown_topic_id) for e in unknown)
-        if not allowed:
+        if not allowed and not self.forward_empty:
             body = error_body(header, request, ErrorCode.none, self.aliases)
             answer(session, header, dataclasses.replace(body, **{self.response_array: errors}))
             return

@@ -1,10 +1,11 @@
 """Build response entities the proxy answers by itself: Kafka's getErrorResponse, generically.
 
 `build(cls, code, source)` fills a kio response entity: every error_code field gets `code`;
-fields that also exist in the request entry `source` are copied (names, partition indexes,
-topic ids), and nested arrays mirror the request's arrays, so a denied request gets one error
-entry per topic and partition it named; everything else takes the schema default, or -1 for
-offsets, epochs and timestamps (Kafka's INVALID_* constants), or an empty value.
+the identifying fields that also exist in the request entry `source` are copied (names,
+partition indexes, topic ids: IDENTITY_FIELDS), and nested arrays mirror the request's arrays,
+so a denied request gets one error entry per topic and partition it named; everything else
+takes the schema default, or -1 for offsets, epochs and timestamps (Kafka's INVALID_*
+constants), or an empty value.
 """
 
 from __future__ import annotations
@@ -23,8 +24,32 @@ from kio.static.primitive import Records, i32Timedelta, i64Timedelta
 
 #: numeric fields Kafka fills with -1 in error entries (INVALID_OFFSET, UNKNOWN_EPOCH, ...)
 _MINUS_ONE = re.compile(r"offset|timestamp|epoch|watermark|time$|replica$|_id$|_index$|count$")
-#: fields that identify an entry and are copied from the request when named the same
+#: response field name -> request field name, where an entry's identity is named differently
 Aliases = dict[str, str]
+#: the only scalar fields copied from the request: those that identify an entry. Kafka's
+#: getErrorResponse copies nothing else; results that the request happens to name too
+#: (timestamps, leader epochs, log start offsets, producer ids, member ids, protocol names)
+#: take their defaults, never the client's values.
+IDENTITY_FIELDS = frozenset(
+    {
+        "name",
+        "topic",
+        "topic_name",
+        "topic_id",
+        "index",
+        "partition",
+        "partition_index",
+        "partition_id",
+        "group_id",
+        "key",
+        "transactional_id",
+        "resource_type",
+        "resource_name",
+        "entity_type",
+        "entity_name",
+        "user",
+    }
+)
 
 
 @functools.cache
@@ -141,7 +166,11 @@ def build(
                     else _zero(name, base, nullable, kafka_type)
                 )
             continue
-        if has_source and not dataclasses.is_dataclass(getattr(source, src_name)):
+        if (
+            has_source
+            and (name in IDENTITY_FIELDS or (aliases is not None and name in aliases))
+            and not dataclasses.is_dataclass(getattr(source, src_name))
+        ):
             values[name] = getattr(source, src_name)
             continue
         if default is not dataclasses.MISSING:

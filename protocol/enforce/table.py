@@ -15,6 +15,15 @@ from dataclasses import dataclass
 from authz.model import AclOperation, ResourceType
 from protocol.enforce.admin import CreateTopicsHandler, DeleteTopicsHandler, DescribeClusterHandler
 from protocol.enforce.base import ApiHandler, Check, PerEntry, Unchecked, Whole
+from protocol.enforce.configs import (
+    AlterConfigsHandler,
+    CreatePartitionsHandler,
+    DescribeConfigsHandler,
+    DescribeTopicPartitionsHandler,
+    WholeBuilt,
+    alter_replica_log_dirs_error,
+    alter_user_scram_credentials_error,
+)
 from protocol.enforce.data import FetchHandler, ProduceHandler
 from protocol.enforce.groups import (
     ConsumerGroupDescribeHandler,
@@ -26,6 +35,7 @@ from protocol.enforce.groups import (
 )
 from protocol.enforce.metadata import MetadataHandler
 from protocol.enforce.txn import AddPartitionsToTxnHandler, InitProducerIdHandler
+from protocol.enforce.txnadmin import DescribeTransactionsHandler, ListTransactionsHandler
 from protocol.routing import BLOCKED, allowed_versions
 from protocol.versions import API_NAMES
 
@@ -83,7 +93,10 @@ TABLE: dict[int, Row] = {
     10: Row(FindCoordinatorHandler()),
     11: Row(Whole((group(Op.READ),))),
     12: Row(Whole((group(Op.READ),))),
-    13: Row(Whole((group(Op.READ),))),
+    13: Row(
+        Whole((group(Op.READ),), overrides={"members": ()}),
+        note="denied: top-level 30, no member results (v3+), as LeaveGroupRequest.getErrorResponse",
+    ),
     14: Row(Whole((group(Op.READ),))),
     15: Row(DescribeGroupsHandler()),
     16: Row(ListGroupsHandler()),
@@ -107,8 +120,25 @@ TABLE: dict[int, Row] = {
         per_topic(Op.READ, pre=(txn(Op.WRITE), group(Op.READ))),
         note="transactional id or group denied: every partition 53 or 30",
     ),
+    32: Row(
+        DescribeConfigsHandler(),
+        note="BROKER config values holding addresses (`listeners`, `advertised.listeners`, "
+        "`*.listeners` and `listener.name.*` with a host:port, `controller.quorum.voters`, "
+        "`controller.quorum.bootstrap.servers`, any value naming a real broker's host:port) come "
+        "back as Kafka shows sensitive configs: value null, is_sensitive true, synonyms' values null",
+    ),
+    33: Row(
+        AlterConfigsHandler(incremental=False),
+        note="The broker's stateful pre-validation (BROKER resource name = this node, broker "
+        "config values) cannot run in the proxy: a denied BROKER resource that Kafka would call "
+        "invalid (42/40) gets 31",
+    ),
+    34: Row(
+        WholeBuilt((cluster(Op.ALTER),), builder=alter_replica_log_dirs_error),
+        note="denied: every partition of every (dir, topic) 31",
+    ),
     35: Row(Whole((cluster(Op.DESCRIBE),), overrides={"results": ()})),
-    37: Row(per_topic(Op.ALTER, response_array="results")),
+    37: Row(CreatePartitionsHandler()),
     42: Row(
         PerEntry(
             array="groups_names",
@@ -118,23 +148,74 @@ TABLE: dict[int, Row] = {
             name=lambda g: g,
             entry_key="group_id",
             doc_name="group_id",
-        )
+        ),
+        note="a denied group named twice gets two results (Kafka de-duplicates first)",
     ),
-    45: Row(Whole((cluster(Op.ALTER),))),
+    43: Row(
+        Whole(
+            (cluster(Op.ALTER),),
+            aliases={
+                "replica_election_results": "topic_partitions",
+                "partition_result": "partitions",
+            },
+        ),
+        note="denied: top-level 31 (v1+) and every listed partition 31; null list (all "
+        "partitions): no results",
+    ),
+    44: Row(
+        AlterConfigsHandler(incremental=True),
+        note="As AlterConfigs. BROKER_LOGGER is checked as a broker checks it; a controller "
+        "(CLUSTER_ACTION) is never the proxy's upstream",
+    ),
+    45: Row(
+        Whole((cluster(Op.ALTER),), aliases={"responses": "topics"}),
+        note="denied: top-level 31 and every listed partition 31",
+    ),
     46: Row(Whole((cluster(Op.DESCRIBE),))),
-    47: Row(per_topic(Op.READ, pre=(group(Op.DELETE),))),
+    47: Row(
+        per_topic(
+            Op.READ, pre=(group(Op.DELETE),), pre_overrides={"topics": ()}, forward_empty=True
+        ),
+        note="group denied: top-level 30, no topics; every topic denied: still forwarded (empty) "
+        "for the group's own errors, as Kafka asks the coordinator",
+    ),
     48: Row(Whole((cluster(Op.DESCRIBE_CONFIGS),))),
     49: Row(Whole((cluster(Op.ALTER_CONFIGS),))),
-    50: Row(Whole((cluster(Op.DESCRIBE),))),
+    50: Row(
+        Whole((cluster(Op.DESCRIBE),), aliases={"results": "users"}),
+        note="denied: top-level 31 and one result per requested user, its name empty as in "
+        "Kafka; a null user list (all users): no results (Kafka fails building its answer)",
+    ),
+    51: Row(
+        WholeBuilt((cluster(Op.ALTER),), builder=alter_user_scram_credentials_error),
+        note="denied: one result per distinct user (deletions and upsertions), sorted, 31",
+    ),
     57: Row(Whole((cluster(Op.ALTER),))),
     60: Row(DescribeClusterHandler()),
-    61: Row(per_topic(Op.READ)),
+    61: Row(
+        per_topic(Op.READ),
+        note="an invalid topic name that is denied gets 29; Kafka checks the name first "
+        "(INVALID_TOPIC_EXCEPTION, 17)",
+    ),
     64: Row(Whole((cluster(Op.ALTER),))),
+    65: Row(DescribeTransactionsHandler()),
+    66: Row(ListTransactionsHandler()),
     68: Row(ConsumerGroupHeartbeatHandler()),
     69: Row(ConsumerGroupDescribeHandler()),
     71: Row(Unchecked(why="client telemetry, not authorized by Kafka")),
     72: Row(Unchecked(why="client telemetry, not authorized by Kafka")),
-    74: Row(Whole((cluster(Op.DESCRIBE_CONFIGS),))),
+    74: Row(
+        Whole((cluster(Op.DESCRIBE_CONFIGS),)),
+        max_version=0,
+        note="v1 (ListConfigResources, KIP-1142) is newer than the baseline and can list topic "
+        "and group names; its checks are not in the spec table yet (fail closed)",
+    ),
+    75: Row(
+        DescribeTopicPartitionsHandler(),
+        note="all-topics: hidden topics still count towards the broker's page size, so pages "
+        "can be short (or empty with a next cursor); a next cursor naming a hidden topic is "
+        "sealed into an opaque token valid for this proxy process",
+    ),
 }
 
 

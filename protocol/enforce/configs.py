@@ -1,0 +1,668 @@
+"""Config and cluster administration, and DescribeTopicPartitions: the rows whose shapes are
+neither a plain Whole nor a plain PerEntry.
+
+* DescribeConfigs / AlterConfigs / IncrementalAlterConfigs check each config resource by its
+  type (Kafka's ConfigHelper and ControllerApis.authorizeAlterResource). The alter APIs first
+  repeat the stateless part of the broker's pre-validation (ConfigAdminManager.preprocess),
+  which Kafka runs before any authorization, so invalid resources get INVALID_REQUEST as
+  they would from Kafka, whoever asks. Answers keep the request's order, as the broker's
+  reassembly does.
+* BROKER config values that carry a real broker address (listeners, advertised.listeners,
+  ...) are redacted like sensitive configs: the proxy's promise is that clients never learn
+  a real broker address, and a listener string cannot be rewritten faithfully (one proxy
+  port stands for one listener of one node).
+* AlterReplicaLogDirs, ElectLeaders and AlterUserScramCredentials are whole-request ALTER
+  CLUSTER checks whose error answers mirror request arrays of another shape.
+* CreatePartitions reports duplicate names as INVALID_REQUEST before authorization.
+* DescribeTopicPartitions filters like all-topics Metadata, also across `cursor` paging: a
+  next cursor that would name a hidden topic is sealed (encrypted) and opened again when the
+  client sends it back.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import hmac
+import re
+import secrets
+import struct
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
+
+from authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.enforce.base import (
+    DENIED_CODE,
+    ApiHandler,
+    PerEntry,
+    Whole,
+    answer,
+    error_body,
+    first_denied,
+    forward,
+    merged_response,
+    reencode_request,
+)
+from protocol.enforce.build import build
+from protocol.enforce.topics import ZERO
+from protocol.session import ProxySession, Slot
+from protocol.versions import response_module
+
+DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS = (
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+)
+TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+INVALID = ErrorCode.invalid_request
+
+#: ConfigResource.Type ids
+TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS, GROUP_CONFIG = 2, 4, 8, 16, 32
+#: IncrementalAlterConfigs OpType DELETE: the only operation that may carry a null value
+OP_DELETE = 1
+
+#: Errors.message(): the text Kafka puts where it uses an error's default message
+DEFAULT_MESSAGE = {
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.invalid_request: (
+        "This most likely occurs because of a request being malformed by the client library or "
+        "the message was sent to an incompatible broker. See the broker logs for more details."
+    ),
+}
+
+
+def config_target(resource_type: int, name: str) -> tuple[ResourceType, str] | None:
+    """The ACL resource a config resource is checked on, or None for an unknown type."""
+    if resource_type in (BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS):
+        return CLUSTER, CLUSTER_NAME
+    if resource_type == TOPIC_CONFIG:
+        return TOPIC, name
+    if resource_type == GROUP_CONFIG:
+        return GROUP, name
+    return None
+
+
+# ---------------------------------------------------------------------------- DescribeConfigs
+
+#: config names whose value is always a set of addresses
+ADDRESS_CONFIGS = frozenset(
+    {
+        "listeners",
+        "advertised.listeners",
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+    }
+)
+_HOST_PORT = re.compile(r":\d{1,5}\b")
+
+
+def real_addresses(directory: Any) -> frozenset[str]:
+    """`host:port` (and `[host]:port`) of every upstream node the proxy has seen."""
+    known = getattr(directory, "upstream", None) or {}
+    out = set()
+    for host, port in known.values():
+        out.add(f"{host}:{port}")
+        out.add(f"[{host}]:{port}")
+    return frozenset(out)
+
+
+def leaks_address(name: str, value: str | None, real: frozenset[str]) -> bool:
+    """Whether a BROKER config value may tell the client where a real broker listens."""
+    if value is None:
+        return False
+    if name in ADDRESS_CONFIGS:
+        return True
+    if (name.endswith(".listeners") or name.startswith("listener.name.")) and _HOST_PORT.search(
+        value
+    ):
+        return True
+    return any(address in value for address in real)
+
+
+def redact_config(entry: Any, real: frozenset[str]) -> Any:
+    """Kafka's sensitive-config shape (null value, synonyms' values null) for address values."""
+    synonyms = tuple(entry.synonyms or ())
+    if not leaks_address(entry.name, entry.value, real) and not any(
+        leaks_address(s.name, s.value, real) for s in synonyms
+    ):
+        return entry
+    return dataclasses.replace(
+        entry,
+        value=None,
+        is_sensitive=True,
+        synonyms=tuple(dataclasses.replace(s, value=None) for s in synonyms),
+    )
+
+
+def redact_result(result: Any, real: frozenset[str]) -> Any:
+    if result.resource_type != BROKER_CONFIG or not result.configs:
+        return result
+    return dataclasses.replace(
+        result, configs=tuple(redact_config(c, real) for c in result.configs)
+    )
+
+
+class DescribeConfigsHandler(ApiHandler):
+    """ConfigHelper.handleDescribeConfigsRequest: authorized resources are described, the
+    others get {error, default message, empty configs}, appended after them."""
+
+    granularity = "per resource"
+
+    def describe(self) -> str:
+        return (
+            "per resource: BROKER, BROKER_LOGGER, CLIENT_METRICS `DESCRIBE_CONFIGS CLUSTER` (31); "
+            "TOPIC `DESCRIBE_CONFIGS TOPIC[resource_name]` (29); GROUP `DESCRIBE_CONFIGS "
+            "GROUP[resource_name]` (30); denied: empty config list; an unknown resource type: "
+            "every resource 42"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        mod = response_module(header.api_key, header.api_version)
+        allowed, errors = [], []
+        for resource in request.resources:
+            target = config_target(resource.resource_type, resource.resource_name)
+            if target is None:  # Kafka throws InvalidRequestException: the whole request fails
+                if ctx.enforcing:
+                    answer(session, header, self._all_invalid(header, request))
+                else:  # dry-run: untouched, the broker answers the same
+                    forward(session, header, frame)
+                return
+            if ctx.check(header, DESCRIBE_CONFIGS, *target):
+                allowed.append(resource)
+            else:
+                errors.append(_describe_error(mod, resource, DENIED_CODE[target[0]]))
+        if errors and not allowed:
+            answer(
+                session, header, error_body(header, request, ErrorCode.none, results=tuple(errors))
+            )
+            return
+        redact = any(r.resource_type == BROKER_CONFIG for r in allowed)
+        body = frame
+        if errors:
+            body = reencode_request(
+                frame, header, dataclasses.replace(request, resources=tuple(allowed))
+            )
+        if not errors and not redact:
+            forward(session, header, body)
+            return
+        forward(session, header, body, _describe_configs_answer, tuple(errors))
+
+    @staticmethod
+    def _all_invalid(header, request) -> Any:
+        mod = response_module(header.api_key, header.api_version)
+        results = tuple(_describe_error(mod, r, INVALID) for r in request.resources)
+        return error_body(header, request, ErrorCode.none, results=results)
+
+
+def _describe_error(mod, resource, code: ErrorCode) -> Any:
+    """{error, its default message, type, name, no configs}, as ConfigHelper answers it."""
+    return build(
+        mod.DescribeConfigsResult,
+        code,
+        resource,
+        None,
+        {"error_message": DEFAULT_MESSAGE[code], "configs": ()},
+    )
+
+
+def _describe_configs_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    real = real_addresses(session.config.directory)
+    errors = slot.state
+
+    def merge(body):
+        results = tuple(redact_result(r, real) for r in body.results)
+        return dataclasses.replace(body, results=results + errors)
+
+    return merged_response(frame, slot, merge)
+
+
+# ------------------------------------------------------- AlterConfigs, IncrementalAlterConfigs
+
+
+@dataclass
+class AlterConfigsHandler(ApiHandler):
+    """AlterConfigs (legacy) and IncrementalAlterConfigs as a KRaft broker + controller do it:
+    pre-validation on the broker, then ALTER_CONFIGS per resource on the controller."""
+
+    incremental: bool = False
+    granularity: str = "per resource"
+
+    def describe(self) -> str:
+        logger = (
+            "BROKER_LOGGER `ALTER_CONFIGS CLUSTER` (31, checked on the broker); "
+            if self.incremental
+            else "BROKER_LOGGER is an unknown type here (42); "
+        )
+        return (
+            "first the broker's stateless pre-validation, whoever asks: a resource named twice, "
+            "duplicate config keys, null values"
+            + (" (except DELETE)" if self.incremental else "")
+            + ", an unknown resource type: 42; then per resource: BROKER, CLIENT_METRICS "
+            "`ALTER_CONFIGS CLUSTER` (31); TOPIC `ALTER_CONFIGS TOPIC[resource_name]` (29); GROUP "
+            "`ALTER_CONFIGS GROUP[resource_name]` (30); " + logger + "answers in request order"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        mod = response_module(header.api_key, header.api_version)
+        resources = tuple(request.resources)
+        local = self._prevalidate(mod, resources)
+        for i, r in enumerate(resources):
+            if i not in local:
+                denied = self._denied(ctx, header, mod, r)
+                if denied is not None:
+                    local[i] = denied
+        if not local or not ctx.enforcing:
+            forward(session, header, frame)
+            return
+        kept = tuple(r for i, r in enumerate(resources) if i not in local)
+        if not kept:
+            ordered = tuple(local[i] for i in range(len(resources)))
+            answer(session, header, error_body(header, request, ErrorCode.none, responses=ordered))
+            return
+        stripped = reencode_request(frame, header, dataclasses.replace(request, resources=kept))
+        keys = tuple((int(r.resource_type), r.resource_name) for r in resources)
+        forward(session, header, stripped, _reassemble_alter_configs, (keys, local))
+
+    def _prevalidate(self, mod, resources: tuple) -> dict[int, Any]:
+        """Position -> INVALID_REQUEST answer, for the resources the broker rejects before
+        any authorization (ConfigAdminManager.preprocess)."""
+        local: dict[int, Any] = {}
+        positions: dict[tuple[int, str], list[int]] = {}
+        for i, r in enumerate(resources):
+            positions.setdefault((int(r.resource_type), r.resource_name), []).append(i)
+        for idxs in positions.values():
+            if len(idxs) > 1:
+                for i in idxs:
+                    local[i] = _alter_result(
+                        mod, resources[i], INVALID, "Each resource must appear at most once."
+                    )
+        for i, r in enumerate(resources):
+            problem = None if i in local else self._invalid(r)
+            if problem is not None:
+                local[i] = _alter_result(mod, r, INVALID, problem)
+        return local
+
+    @staticmethod
+    def _denied(ctx, header, mod, resource) -> Any | None:
+        """The answer to a resource the principal may not alter, or None when allowed."""
+        target = config_target(resource.resource_type, resource.resource_name)
+        if ctx.check(header, ALTER_CONFIGS, *target):
+            return None
+        code = DENIED_CODE[target[0]]
+        # BROKER_LOGGER fails on the broker with the default message, which
+        # ApiError.fromThrowable drops; the controller's ApiError(error) keeps it
+        message = None if resource.resource_type == BROKER_LOGGER else DEFAULT_MESSAGE[code]
+        return _alter_result(mod, resource, code, message)
+
+    def _invalid(self, resource) -> str | None:
+        """ConfigAdminManager.preprocess's checks that need no broker state, in its order."""
+        names = [c.name for c in resource.configs]
+        if len(set(names)) != len(names):
+            return "Error due to duplicate config keys"
+        nulls = [
+            c.name
+            for c in resource.configs
+            if c.value is None
+            and not (self.incremental and getattr(c, "config_operation", None) == OP_DELETE)
+        ]
+        if nulls:
+            return "Null value not supported for : " + ", ".join(nulls)
+        known = (TOPIC_CONFIG, BROKER_CONFIG, CLIENT_METRICS, GROUP_CONFIG)
+        if resource.resource_type in known or (
+            self.incremental and resource.resource_type == BROKER_LOGGER
+        ):
+            return None
+        return f"Unknown resource type {int(resource.resource_type)}"
+
+
+def _alter_result(mod, resource, code: ErrorCode, message: str | None) -> Any:
+    return build(mod.AlterConfigsResourceResponse, code, resource, None, {"error_message": message})
+
+
+def _reassemble_alter_configs(session: ProxySession, slot: Slot, frame) -> bytes:
+    """ConfigAdminManager.reassemble*Response: one answer per request resource, in order."""
+    keys, local = slot.state
+    mod = response_module(slot.api_key, slot.api_version)
+
+    def merge(body):
+        upstream = {(int(r.resource_type), r.resource_name): r for r in body.responses}
+        out = []
+        for i, key in enumerate(keys):
+            if i in local:
+                out.append(local[i])
+            elif key in upstream:
+                out.append(upstream[key])
+            else:  # Kafka: "The controller returned fewer results than we expected"
+                out.append(
+                    build(
+                        mod.AlterConfigsResourceResponse,
+                        ErrorCode.unknown_server_error,
+                        None,
+                        None,
+                        {"resource_type": key[0], "resource_name": key[1], "error_message": None},
+                    )
+                )
+        return dataclasses.replace(body, responses=tuple(out))
+
+    return merged_response(frame, slot, merge)
+
+
+# ------------------------------------------------------------- whole-request cluster admin
+
+
+@dataclass
+class WholeBuilt(Whole):
+    """A Whole whose error answer mirrors a request array of another shape: `builder(header,
+    request, code)` builds it, as the request's getErrorResponse does in Kafka."""
+
+    builder: Callable[[Any, Any, ErrorCode], Any] | None = None
+
+    def handle(self, session, ctx, header, frame, request):
+        denied = first_denied(ctx, header, request, self.checks)
+        if denied is None:
+            forward(session, header, frame)
+        else:
+            answer(session, header, self.builder(header, request, denied.error))
+
+
+def alter_replica_log_dirs_error(header, request, code: ErrorCode) -> Any:
+    """AlterReplicaLogDirsRequest.getErrorResponse: one topic result per (dir, topic), every
+    partition carrying the error."""
+    mod = response_module(header.api_key, header.api_version)
+    results = tuple(
+        build(
+            mod.AlterReplicaLogDirTopicResult,
+            code,
+            None,
+            None,
+            {
+                "topic_name": topic.name,
+                "partitions": tuple(
+                    build(
+                        mod.AlterReplicaLogDirPartitionResult,
+                        code,
+                        None,
+                        None,
+                        {"partition_index": p},
+                    )
+                    for p in topic.partitions
+                ),
+            },
+        )
+        for d in request.dirs
+        for topic in d.topics
+    )
+    return error_body(header, request, code, results=results)
+
+
+def alter_user_scram_credentials_error(header, request, code: ErrorCode) -> Any:
+    """AlterUserScramCredentialsRequest.getErrorResponse: one result per distinct user of
+    deletions and upsertions, sorted by name."""
+    mod = response_module(header.api_key, header.api_version)
+    users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
+    results = tuple(
+        build(mod.AlterUserScramCredentialsResult, code, None, None, {"user": u}) for u in users
+    )
+    return error_body(header, request, code, results=results)
+
+
+# --------------------------------------------------------------------------- CreatePartitions
+
+
+class CreatePartitionsHandler(PerEntry):
+    """ControllerApis.createPartitions: names given twice are INVALID_REQUEST ("Duplicate
+    topic name.", once per name) and never authorized; then ALTER per topic."""
+
+    def __init__(self):
+        super().__init__(
+            array="topics",
+            response_array="results",
+            operation=AclOperation.ALTER,
+            resource_type=TOPIC,
+        )
+
+    def describe(self) -> str:
+        return (
+            'names given twice: 42 ("Duplicate topic name.", once) before authorization; then '
+            "`ALTER TOPIC[name]` per topic"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        counts = Counter(t.name for t in request.topics)
+        duplicates = [n for n, c in counts.items() if c > 1]
+        unique = [t for t in request.topics if counts[t.name] == 1]
+        allowed, denied, _ = self.split(ctx, header, unique)
+        if (not duplicates and not denied) or not ctx.enforcing:
+            forward(session, header, frame)
+            return
+        mod = response_module(header.api_key, header.api_version)
+        errors = tuple(
+            build(
+                mod.CreatePartitionsTopicResult,
+                INVALID,
+                None,
+                None,
+                {"name": n, "error_message": "Duplicate topic name."},
+            )
+            for n in duplicates
+        ) + tuple(self.error_entry(header, t) for t in denied)
+        if not allowed:
+            answer(session, header, error_body(header, request, ErrorCode.none, results=errors))
+            return
+        stripped = reencode_request(
+            frame, header, dataclasses.replace(request, topics=tuple(allowed))
+        )
+        forward(
+            session,
+            header,
+            stripped,
+            lambda s, slot, f: merged_response(
+                f, slot, lambda b: dataclasses.replace(b, results=tuple(b.results) + errors)
+            ),
+        )
+
+
+# ------------------------------------------------------------------ DescribeTopicPartitions
+
+
+class CursorSeal:
+    """Turns a cursor naming a hidden topic into an opaque token and back.
+
+    Authenticated encryption from the standard library: a synthetic IV (HMAC of the plain
+    cursor) keys a SHA-256 keystream; the IV doubles as the tag. The key lives in this process,
+    so a token outlives neither a restart nor a hop to another proxy instance (the client then
+    pages on from an unknown name and sees no more topics, never a hidden one).
+    """
+
+    PREFIX = "~aclgate:"  # '~' and ':' never occur in a topic name
+
+    def __init__(self, key: bytes | None = None):
+        self._key = key or secrets.token_bytes(32)
+
+    def _stream(self, iv: bytes, n: int) -> bytes:
+        out = bytearray()
+        counter = 0
+        while len(out) < n:
+            out += hashlib.sha256(self._key + iv + counter.to_bytes(4, "big")).digest()
+            counter += 1
+        return bytes(out[:n])
+
+    def seal(self, topic: str, partition: int) -> str:
+        plain = struct.pack(">i", partition) + topic.encode()
+        iv = hmac.new(self._key, plain, hashlib.sha256).digest()[:12]
+        cipher = bytes(a ^ b for a, b in zip(plain, self._stream(iv, len(plain)), strict=True))
+        return self.PREFIX + base64.urlsafe_b64encode(iv + cipher).decode()
+
+    def open(self, token: str) -> tuple[str, int] | None:
+        if not token.startswith(self.PREFIX):
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(token[len(self.PREFIX) :].encode())
+        except ValueError:
+            return None
+        iv, cipher = raw[:12], raw[12:]
+        if len(iv) < 12 or len(cipher) < 4:
+            return None
+        plain = bytes(a ^ b for a, b in zip(cipher, self._stream(iv, len(cipher)), strict=True))
+        if not hmac.compare_digest(iv, hmac.new(self._key, plain, hashlib.sha256).digest()[:12]):
+            return None
+        try:
+            return plain[4:].decode(), struct.unpack(">i", plain[:4])[0]
+        except UnicodeDecodeError:
+            return None
+
+
+CURSORS = CursorSeal()
+
+
+@dataclass
+class _TopicPlan:
+    header: Any
+    all_topics: bool
+    errors: tuple
+
+
+class DescribeTopicPartitionsHandler(ApiHandler):
+    """DescribeTopicPartitionsRequestHandler: DESCRIBE per topic, audited even for all-topics."""
+
+    granularity = "per topic"
+
+    def describe(self) -> str:
+        return (
+            "`DESCRIBE TOPIC[name]` per topic at or after the cursor (logIfDenied=true even for "
+            "all-topics); named topics denied: {29, name, zero id}; all-topics (empty list): "
+            "unauthorized topics omitted, also across cursor paging; topic bitfields computed for "
+            "the client; a cursor not among the named topics or a negative cursor partition: "
+            "every topic 42"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        cursor = _open_cursor(request.cursor)
+        if cursor is not request.cursor:
+            request = dataclasses.replace(request, cursor=cursor)
+            frame = reencode_request(frame, header, request)
+        if not request.topics:
+            plan = _TopicPlan(header, True, ())
+            forward(session, header, frame, _describe_topic_partitions_answer, plan)
+        else:
+            self._named(session, ctx, header, frame, request)
+
+    def _named(self, session, ctx, header, frame, request) -> None:
+        """Explicit topics: only names at or after the cursor are described (and checked)."""
+        cursor = request.cursor
+        names = sorted(
+            {t.name for t in request.topics if t.name >= (cursor.topic_name if cursor else "")}
+        )
+        if cursor is not None and (cursor.topic_name not in names or cursor.partition_index < 0):
+            if ctx.enforcing:
+                answer(session, header, self._all(header, request, INVALID))
+            else:  # dry-run: untouched, the broker answers the same
+                forward(session, header, frame)
+            return
+        mod = response_module(header.api_key, header.api_version)
+        allowed, errors = set(), []
+        for name in names:
+            if ctx.check(header, DESCRIBE, TOPIC, name):
+                allowed.add(name)
+            else:
+                errors.append(_dtp_topic(mod, ErrorCode.topic_authorization_failed, name))
+        if not allowed:
+            answer(
+                session, header, error_body(header, request, ErrorCode.none, topics=tuple(errors))
+            )
+            return
+        kept = tuple(t for t in request.topics if t.name in allowed)
+        if len(kept) != len(request.topics):
+            # a denied cursor topic is answered 29; the others then start at partition 0
+            keep_cursor = cursor is not None and cursor.topic_name in allowed
+            request = dataclasses.replace(
+                request, topics=kept, cursor=cursor if keep_cursor else None
+            )
+            frame = reencode_request(frame, header, request)
+        plan = _TopicPlan(header, False, tuple(errors))
+        forward(session, header, frame, _describe_topic_partitions_answer, plan)
+
+    @staticmethod
+    def _all(header, request, code: ErrorCode) -> Any:
+        """DescribeTopicPartitionsRequest.getErrorResponse."""
+        mod = response_module(header.api_key, header.api_version)
+        return error_body(
+            header,
+            request,
+            ErrorCode.none,
+            topics=tuple(_dtp_topic(mod, code, t.name) for t in request.topics),
+        )
+
+
+def _open_cursor(cursor: Any) -> Any:
+    """The real cursor behind a sealed one; any other cursor as it is."""
+    opened = CURSORS.open(cursor.topic_name) if cursor is not None else None
+    if opened is None:
+        return cursor
+    return dataclasses.replace(cursor, topic_name=opened[0], partition_index=i32(opened[1]))
+
+
+def _dtp_topic(mod, code: ErrorCode, name: str) -> Any:
+    return build(
+        mod.DescribeTopicPartitionsResponseTopic,
+        code,
+        None,
+        None,
+        {"name": name, "topic_id": ZERO, "is_internal": False, "partitions": ()},
+    )
+
+
+def _describe_topic_partitions_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    ctx = session.context
+    plan: _TopicPlan = slot.state
+
+    def merge(body):
+        topics = []
+        for t in body.topics:
+            ctx.policy.topic_ids.learn(t.topic_id, t.name)
+            if t.name is None:
+                topics.append(t)
+                continue
+            if plan.all_topics and not ctx.check(plan.header, DESCRIBE, TOPIC, t.name):
+                continue
+            if ctx.enforcing:
+                t = dataclasses.replace(
+                    t, topic_authorized_operations=ctx.authorized_operations(TOPIC, t.name)
+                )
+            topics.append(t)
+        cursor = body.next_cursor
+        if (
+            plan.all_topics
+            and cursor is not None
+            and ctx.enforcing
+            and not ctx.decide(DESCRIBE, TOPIC, cursor.topic_name).allowed
+        ):  # a name the client may not learn: sealed, not audited (Kafka never sees it)
+            cursor = dataclasses.replace(
+                cursor,
+                topic_name=CURSORS.seal(cursor.topic_name, cursor.partition_index),
+                partition_index=i32(0),
+            )
+        return dataclasses.replace(body, topics=tuple(topics) + plan.errors, next_cursor=cursor)
+
+    return merged_response(frame, slot, merge)
+
+
+__all__ = [
+    "CURSORS",
+    "AlterConfigsHandler",
+    "CreatePartitionsHandler",
+    "CursorSeal",
+    "DescribeConfigsHandler",
+    "DescribeTopicPartitionsHandler",
+    "WholeBuilt",
+    "alter_replica_log_dirs_error",
+    "alter_user_scram_credentials_error",
+]

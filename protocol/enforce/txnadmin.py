@@ -1,0 +1,148 @@
+"""Transaction administration: DescribeTransactions and ListTransactions (KIP-664).
+
+Both are answered by the transaction coordinator and filtered by Kafka's broker after the
+fact, so the proxy filters the coordinator's answer the same way:
+
+* DescribeTransactions: DESCRIBE on each transactional id (denied: {53, id, zeros}); the
+  topics inside each returned state are dropped unless the principal may DESCRIBE them.
+* ListTransactions: states whose transactional id the principal may not DESCRIBE are
+  dropped. Never an error.
+
+Kafka makes these checks with the default log flags (denials are logged), so they are
+audited as any other denial.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict, deque
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import TZAware, i16, i32Timedelta, i64
+
+from authz.model import AclOperation, ResourceType
+from protocol.enforce.base import (
+    ApiHandler,
+    answer,
+    error_body,
+    forward,
+    merged_response,
+    reencode_request,
+)
+from protocol.enforce.build import build
+from protocol.session import ProxySession, Slot
+from protocol.versions import response_module
+
+DESCRIBE = AclOperation.DESCRIBE
+TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
+DENIED = ErrorCode.transactional_id_authorization_failed
+_EPOCH = datetime.fromtimestamp(0, UTC)
+
+
+def _denied_state(mod, transactional_id: str) -> Any:
+    """KafkaApis' denied TransactionState: the id and the error, every other field its Java
+    default (zeros, empty state, no topics)."""
+    return build(
+        mod.TransactionState,
+        DENIED,
+        None,
+        None,
+        {
+            "transactional_id": transactional_id,
+            "transaction_state": "",
+            "transaction_timeout": i32Timedelta.parse(timedelta(0)),
+            "transaction_start_time": TZAware.parse(_EPOCH),
+            "producer_id": i64(0),
+            "producer_epoch": i16(0),
+            "topics": (),
+        },
+    )
+
+
+class DescribeTransactionsHandler(ApiHandler):
+    granularity = "per transactional id; topic filtering silent"
+
+    def describe(self) -> str:
+        return (
+            "`DESCRIBE TRANSACTIONAL_ID[id]` per id (53); topics inside each returned state "
+            "dropped unless `DESCRIBE TOPIC[topic]`; answers in request order"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        ids = tuple(request.transactional_ids)
+        verdict = [ctx.check(header, DESCRIBE, TXN, t) for t in ids]
+        allowed = tuple(t for t, ok in zip(ids, verdict, strict=True) if ok)
+        if not allowed and ids:
+            mod = response_module(header.api_key, header.api_version)
+            states = tuple(_denied_state(mod, t) for t in ids)
+            answer(
+                session,
+                header,
+                error_body(header, request, ErrorCode.none, transaction_states=states),
+            )
+            return
+        body = frame
+        if len(allowed) != len(ids):
+            body = reencode_request(
+                frame, header, dataclasses.replace(request, transactional_ids=allowed)
+            )
+        forward(session, header, body, _describe_transactions_answer, (header, ids, verdict))
+
+
+def _describe_transactions_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    ctx = session.context
+    header, ids, verdict = slot.state
+    mod = response_module(slot.api_key, slot.api_version)
+
+    def visible(state):
+        topics = tuple(t for t in state.topics if ctx.check(header, DESCRIBE, TOPIC, t.topic))
+        return (
+            state if len(topics) == len(state.topics) else dataclasses.replace(state, topics=topics)
+        )
+
+    def merge(body):
+        by_id: dict[str, deque] = defaultdict(deque)
+        for state in body.transaction_states:
+            by_id[state.transactional_id].append(state)
+        out = []
+        for transactional_id, ok in zip(ids, verdict, strict=True):
+            if not ok:
+                out.append(_denied_state(mod, transactional_id))
+            elif by_id[transactional_id]:
+                out.append(visible(by_id[transactional_id].popleft()))
+        leftovers = [visible(s) for queue in by_id.values() for s in queue]
+        return dataclasses.replace(body, transaction_states=tuple(out + leftovers))
+
+    return merged_response(frame, slot, merge)
+
+
+class ListTransactionsHandler(ApiHandler):
+    granularity = "silent filtering"
+
+    def describe(self) -> str:
+        return (
+            "`DESCRIBE TRANSACTIONAL_ID[id]` per listed state, denied ones dropped; never an error"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        forward(session, header, frame, _list_transactions_answer, header)
+
+
+def _list_transactions_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    ctx = session.context
+    header = slot.state
+
+    def merge(body):
+        states = tuple(
+            s
+            for s in body.transaction_states
+            if ctx.check(header, DESCRIBE, TXN, s.transactional_id)
+        )
+        return dataclasses.replace(body, transaction_states=states)
+
+    return merged_response(frame, slot, merge)
+
+
+__all__ = ["DescribeTransactionsHandler", "ListTransactionsHandler"]
