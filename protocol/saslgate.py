@@ -19,9 +19,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i64Timedelta
 
 from protocol.apiversions import local_api_versions_response
 from protocol.codec import decode_request, encode_response
@@ -157,7 +159,7 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     if state.authenticated and request.mechanism != state.mechanism:
         _answer(session, header, ErrorCode.illegal_sasl_state, mechanisms=mechanisms)
         session.close_after_flush(
-            reauthentication_mechanism_error(state.mechanism, request.mechanism)
+            reauthentication_mechanism_error(state.mechanism, request.mechanism).message
         )
         return
     state.server = state.config.new_server(request.mechanism)
@@ -246,13 +248,13 @@ def _authenticate_done(
         _fail(session, state, message)
         return
     if not state.server.complete:
-        _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime_ms=0)
+        _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime=_ms(0))
         return
     lifetime = _lifetime(state)
     previous = state.principal
     new = state.server.authorization_id
     if previous is not None and new != previous:
-        message = reauthentication_principal_error(f"User:{previous}", f"User:{new}")
+        message = reauthentication_principal_error(f"User:{previous}", f"User:{new}").message
         _answer(
             session,
             header,
@@ -262,8 +264,13 @@ def _authenticate_done(
         )
         _fail(session, state, message)
         return
-    _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime_ms=lifetime)
+    _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime=_ms(lifetime))
     _succeeded(session, state, lifetime)
+
+
+def _ms(milliseconds: int) -> i64Timedelta:
+    """SaslAuthenticate v1+ `session_lifetime_ms` (kio's field `session_lifetime`)."""
+    return i64Timedelta.parse(timedelta(milliseconds=milliseconds))
 
 
 def _lifetime(state: SaslState) -> int:
@@ -284,5 +291,5 @@ def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> No
 
 
 def _fail(session: ProxySession, state: SaslState, message: str) -> None:
+    session.auth_failed = True  # before the close, which may happen at once: it picks the delay
     session.close_after_flush(f"SASL authentication failed ({state.mechanism}): {message}")
-    session.auth_failed = True

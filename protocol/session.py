@@ -328,6 +328,8 @@ class ProxySession:
         self._fifo.append(slot)
         self._backlog.clear()
         self.closing = True
+        if self._fifo[0] is slot:  # nothing ahead of it (e.g. a local answer): close now
+            self._collect()
 
     def placeholder(self, header: RequestHeader) -> Slot:
         """A slot to be filled later with `complete` (e.g. after an async lookup)."""
