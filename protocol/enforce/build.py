@@ -22,6 +22,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records, i32Timedelta, i64Timedelta
 
+from protocol.enforce.messages import DEFAULT_MESSAGES
+
 #: numeric fields Kafka fills with -1 in error entries (INVALID_OFFSET, UNKNOWN_EPOCH, ...)
 _MINUS_ONE = re.compile(r"offset|timestamp|epoch|watermark|time$|replica$|_id$|_index$|count$")
 #: response field name -> request field name, where an entry's identity is named differently
@@ -147,6 +149,9 @@ def build(
         kafka_type = meta.get("kafka_type")
         if kafka_type == "error_code":
             values[name] = code
+            continue
+        if name == "error_message" and code != ErrorCode.none:
+            values[name] = DEFAULT_MESSAGES.get(int(code))
             continue
         base, nullable = _unwrap_optional(tp)
         src_name = aliases.get(name, name) if aliases else name

@@ -50,6 +50,7 @@ from protocol.enforce.base import (
     reencode_request,
 )
 from protocol.enforce.build import build
+from protocol.enforce.messages import DEFAULT_MESSAGES
 from protocol.enforce.topics import ZERO
 from protocol.session import ProxySession, Slot
 from protocol.versions import response_module
@@ -66,17 +67,6 @@ INVALID = ErrorCode.invalid_request
 TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS, GROUP_CONFIG = 2, 4, 8, 16, 32
 #: IncrementalAlterConfigs OpType DELETE: the only operation that may carry a null value
 OP_DELETE = 1
-
-#: Errors.message(): the text Kafka puts where it uses an error's default message
-DEFAULT_MESSAGE = {
-    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
-    ErrorCode.group_authorization_failed: "Group authorization failed.",
-    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
-    ErrorCode.invalid_request: (
-        "This most likely occurs because of a request being malformed by the client library or "
-        "the message was sent to an incompatible broker. See the broker logs for more details."
-    ),
-}
 
 
 def config_target(resource_type: int, name: str) -> tuple[ResourceType, str] | None:
@@ -209,7 +199,7 @@ def _describe_error(mod, resource, code: ErrorCode) -> Any:
         code,
         resource,
         None,
-        {"error_message": DEFAULT_MESSAGE[code], "configs": ()},
+        {"error_message": DEFAULT_MESSAGES[int(code)], "configs": ()},
     )
 
 
@@ -299,7 +289,7 @@ class AlterConfigsHandler(ApiHandler):
         code = DENIED_CODE[target[0]]
         # BROKER_LOGGER fails on the broker with the default message, which
         # ApiError.fromThrowable drops; the controller's ApiError(error) keeps it
-        message = None if resource.resource_type == BROKER_LOGGER else DEFAULT_MESSAGE[code]
+        message = None if resource.resource_type == BROKER_LOGGER else DEFAULT_MESSAGES[int(code)]
         return _alter_result(mod, resource, code, message)
 
     def _invalid(self, resource) -> str | None:

@@ -59,12 +59,15 @@ def topic_names(
     return [resolved[getattr(e, id_field)] for e in entries]
 
 
-def split_topics(ctx, header, entries, names, operation) -> tuple[list, list, list]:
-    """(allowed, denied, unknown-id) entries; each distinct topic authorized once."""
+def split_topics(
+    ctx, header, entries, names, operation, partitions: str
+) -> tuple[list, list, list]:
+    """(allowed, denied, unknown-id) entries; each distinct topic authorized once, with
+    refCount = its partitions in the request (Kafka's filterByAuthorized over partitions)."""
     counts: dict[str, int] = {}
-    for name in names:
+    for entry, name in zip(entries, names, strict=True):
         if name is not None:
-            counts[name] = counts.get(name, 0) + 1
+            counts[name] = counts.get(name, 0) + len(getattr(entry, partitions))
     verdict = {n: ctx.check(header, operation, TOPIC, n, True, c) for n, c in counts.items()}
     allowed, denied, unknown = [], [], []
     for entry, name in zip(entries, names, strict=True):
@@ -107,7 +110,7 @@ class ProduceHandler(ApiHandler):
                     answer(session, header, error_body(header, request, code, self.aliases))
                 return
         names = topic_names(ctx, header, topics)
-        allowed, denied, unknown = split_topics(ctx, header, topics, names, WRITE)
+        allowed, denied, unknown = split_topics(ctx, header, topics, names, WRITE, "partition_data")
         if not denied and not unknown:
             if acks == 0:
                 session.forward_without_response(frame)
@@ -177,7 +180,7 @@ class FetchHandler(ApiHandler):
                 )
             return
         names = topic_names(ctx, header, topics, name_field="topic")
-        allowed, denied, unknown = split_topics(ctx, header, topics, names, READ)
+        allowed, denied, unknown = split_topics(ctx, header, topics, names, READ, "partitions")
         if not denied and not unknown:
             forward(session, header, self._sessionless(frame, header, request))
             return
