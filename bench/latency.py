@@ -34,6 +34,7 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import socket
 import statistics
 import struct
@@ -370,18 +371,20 @@ class Service:
         self.log_path = log_dir / f"{name.replace('+', '-')}.log"
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 15.0) -> Service:
+    def launch(self) -> None:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=_child_env()
             )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
         host, port = self.address.rsplit(":", 1)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if self.process is None or self.process.poll() is not None:
                 break
             if api_versions_probe(host, int(port)):
-                return self
+                return
             time.sleep(0.02)
         self.stop()
         tail = self.log_path.read_text(errors="replace")[-2000:]
@@ -634,12 +637,27 @@ def noise_notes(data: dict[str, Any]) -> list[str]:
         for kind, pcts in kinds.items():
             stats = pcts["p50"]
             if stats["median"]:
-                spreads.append(((stats["max"] - stats["min"]) / stats["median"], path, kind))
+                spreads.append(((stats["max"] - stats["min"]) / stats["median"], path, kind, stats))
     worst = max(spreads)
     notes.append(
-        f"Largest round-to-round spread of a p50: {worst[0] * 100:.0f}% of the median "
-        f"({LABELS.get(worst[1], worst[1])}, {worst[2]})."
+        f"Largest round-to-round spread of a p50: {LABELS.get(worst[1], worst[1])}, {worst[2]}: "
+        f"{worst[3]['min']:.0f} to {worst[3]['max']:.0f} µs around a median of "
+        f"{worst[3]['median']:.0f}."
     )
+    tail_ratio = max(
+        (max(v) / min(v), path, kind, name)
+        for path in data["config"]["paths"]
+        for kind in REQUESTS
+        for name in ("p99", "p99.9")
+        if min(v := [r["results"][path][kind][name] for r in data["rounds"]]) > 0
+    )
+    if tail_ratio[0] > 3:
+        notes.append(
+            f"p99 and p99.9 varied up to {tail_ratio[0]:.0f}x between rounds "
+            f"({LABELS.get(tail_ratio[1], tail_ratio[1])}, {tail_ratio[2]} {tail_ratio[3]}): "
+            "they measure the CPU stalls of this shared machine more than any path; draw no "
+            "conclusion from the tail differences between paths in this run."
+        )
     s = data["summary"]
     if "aclgate" in s and "relay" in s:
         overlapping = [
@@ -650,12 +668,23 @@ def noise_notes(data: dict[str, Any]) -> list[str]:
         ]
         if overlapping:
             notes.append(
-                "aclgate's and the relay's ranges overlap for: "
+                "aclgate's and the relay's min–max ranges across rounds overlap for: "
                 + ", ".join(overlapping)
-                + "; those differences are within the noise of this run."
+                + "; the unpaired ranges alone do not separate them (see the paired figures)."
             )
         else:
             notes.append("aclgate's range lies above the relay's for every p50 and p99 cell.")
+        for kind in REQUESTS:
+            diffs = [
+                r["results"]["aclgate"][kind]["p50"] - r["results"]["relay"][kind]["p50"]
+                for r in data["rounds"]
+            ]
+            above = sum(d > 0 for d in diffs)
+            notes.append(
+                f"Paired within each round, aclgate's {kind} p50 minus the relay's: median "
+                f"{statistics.median(diffs):+.0f} µs (range {min(diffs):+.0f} to "
+                f"{max(diffs):+.0f}), above the relay in {above} of {len(diffs)} rounds."
+            )
     return notes
 
 
@@ -729,13 +758,21 @@ Raw per-round percentiles (scheduled and service): latency.json. Plot: latency.p
     return table
 
 
+def _duration_label(us: float, _pos: object = None) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:g} s"
+    if us >= 1e3:
+        return f"{us / 1e3:g} ms"
+    return f"{us:g} µs"
+
+
 def write_plot(data: dict[str, Any], path: Path) -> bool:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.ticker import ScalarFormatter
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     except ImportError:
         print("matplotlib not installed: no plot (pip install -e '.[bench]')", file=sys.stderr)
         return False
@@ -754,11 +791,11 @@ def write_plot(data: dict[str, Any], path: Path) -> bool:
         ax.set_xlim(-0.5, len(PERCENTILES) - 0.5)
         ax.set_title(f"{kind} ({data['config']['rounds']} rounds)")
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(ScalarFormatter())
-        ax.tick_params(axis="y", which="minor", labelsize=7)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(_duration_label))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(axis="y", which="both", alpha=0.3)
-    axes[0].set_ylabel("µs, log scale (median of rounds; bars: min–max)")
+    axes[0].set_ylabel("latency, log scale (median of rounds; bars: min–max)")
     axes[-1].legend(fontsize=8)
     load = data["environment"]["loadavg_before"][0]
     fig.suptitle(
@@ -887,7 +924,7 @@ def main(argv: list[str] | None = None) -> int:
     with_acls = enforcing and not args.no_acls
     print(
         f"bench: {args.rounds} rounds x {args.requests} requests at {args.rate:g}/s; "
-        f"load {env['loadavg_before']} on {env['cores']} cores; logs in {work}",
+        f"load {env['loadavg_before']} on {env['cores']} cores; logs in {work} (kept if the run fails)",
         flush=True,
     )
 
@@ -952,8 +989,10 @@ def main(argv: list[str] | None = None) -> int:
                         work,
                     )
                 )
+            for service in services:  # in parallel: importing aclgate takes seconds
+                service.launch()
             for service in services:
-                service.start()
+                service.wait_ready()
             addresses = {"direct": broker.bootstrap} | {s.name: s.address for s in services}
             templates = build_requests(TOPIC)
             uvloop.run(_measure_all(args, addresses, templates, rounds))
@@ -961,6 +1000,7 @@ def main(argv: list[str] | None = None) -> int:
             for service in services:
                 service.stop()
 
+    shutil.rmtree(work, ignore_errors=True)  # kept (and named above) only when a run fails
     env["loadavg_after"] = _loadavg()
     env["cpu_pressure_after"] = _cpu_pressure()
     data: dict[str, Any] = {

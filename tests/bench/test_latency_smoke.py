@@ -22,7 +22,10 @@ pytestmark = pytest.mark.slow
 def test_quick_run_writes_json_markdown_and_plot(tmp_path):
     out = tmp_path / "results"
     run = subprocess.run(
-        [sys.executable, "-m", "bench.latency", "--quick", "--requests", "50", "--out", str(out)],
+        [
+            *(sys.executable, "-m", "bench.latency", "--quick"),
+            *("--requests", "50", "--rate", "2000", "--out", str(out)),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
