@@ -97,6 +97,10 @@ class UpstreamConnector:
             transport = writer.transport
             protocol = protocol_factory()
             transport.set_protocol(protocol)  # nothing is pending: the broker waits for us
+            # A StreamWriter closes its transport when it is garbage-collected
+            # (StreamWriter.__del__): keep it alive as long as the protocol that now owns the
+            # transport, or the connection dies as soon as this function returns.
+            protocol._aclgate_login_stream = writer  # type: ignore[attr-defined]
             return transport, protocol
         loop = asyncio.get_running_loop()
         ssl_ctx = self._ssl

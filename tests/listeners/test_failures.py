@@ -137,3 +137,41 @@ def test_confluent_kafka_sees_an_authentication_error(watched, case):
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
     assert message in errors[0].str(), errors[0].str()
     watched.assert_nothing_reached_the_cluster()
+
+
+KAFKA_CASES = {
+    "wrong-password-plain": ("PLAIN", "alice", "wrong"),
+    "unknown-user-plain": ("PLAIN", "mallory", "x"),
+    "wrong-password-scram": ("SCRAM-SHA-512", "alice", "wrong"),
+    "unknown-user-scram": ("SCRAM-SHA-256", "mallory", "x"),
+    "wrong-mechanism": ("OAUTHBEARER", "alice", "x"),
+}
+
+
+def outcome(address: str, mechanism: str, user: str, secret: str) -> tuple:
+    with RawClient(address, timeout=10) as raw:
+        answer = sasl_login(raw, mechanism, user, secret)
+        closed = raw.is_closed_by_peer(timeout=5)
+    mechanisms = set(getattr(answer, "mechanisms", ()))
+    return answer.error_code, getattr(answer, "error_message", None), mechanisms, closed
+
+
+@pytest.mark.kafka
+def test_same_answers_as_apache_kafka(kafka_secure, scripted, proxy_factory, tmp_path):
+    """Each failure, sent byte for byte to Apache Kafka and to the proxy (the same users and
+    passwords, the same mechanisms): the same error code, message and closed connection."""
+    from proxy.usersfile import add_user
+
+    lst = kafka_secure.listener("SASL_PLAINTEXT")
+    users = tmp_path / "users.json"
+    for user, secret in lst.users.items():
+        add_user(users, user, secret, lst.mechanisms)
+    proxy = proxy_factory(
+        scripted.bootstrap,
+        **sasl_listener(users, mechanisms=",".join(lst.mechanisms)),
+    )
+    for case, (mechanism, user, secret) in KAFKA_CASES.items():
+        kafka = outcome(lst.bootstrap, mechanism, user, secret)
+        ours = outcome(proxy.bootstrap, mechanism, user, secret)
+        assert ours == kafka, case
+        assert kafka[0] != ErrorCode.none and kafka[3], case
