@@ -11,7 +11,16 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.fixtures.rawclient import RawClient
-from tests.listeners.util import acl, metadata_request, read_audit, unique, write_acls
+from tests.listeners.conftest import sasl_listener
+from tests.listeners.util import (
+    acl,
+    metadata_request,
+    password,
+    read_audit,
+    sasl_login,
+    unique,
+    write_acls,
+)
 
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -120,3 +129,38 @@ def test_trusted_peer_without_a_header_is_refused(scripted, proxy_factory):
         assert raw.recv_frame() is None
     assert scripted.nodes[0].requests[before:] == []
     assert proxy.metric("aclgate_errors_total", {"kind": "proxy_protocol"}) == 1
+
+
+def test_proxy_header_then_sasl_principal_and_header_host(
+    scripted, proxy_factory, users_file, tmp_path
+):
+    """Behind a load balancer on a SASL listener: the principal comes from SASL, the host
+    from the header."""
+    topic = unique("pp-sasl")
+    audit = tmp_path / "audit.jsonl"
+    proxy = proxy_factory(
+        scripted.bootstrap,
+        **sasl_listener(users_file, mechanisms="SCRAM-SHA-512"),
+        proxy_protocol=True,
+        proxy_protocol_trusted=["127.0.0.0/8"],
+        allow_everyone_if_no_acl_found=False,
+        acl_file=write_acls(
+            tmp_path / "acls.json", acl("User:alice", "DESCRIBE", topic, host="10.1.2.3")
+        ),
+        audit_file=audit,
+    )
+    for user, source, expected in [
+        ("alice", "10.1.2.3", ErrorCode.none),
+        ("alice", "10.1.2.4", ErrorCode.topic_authorization_failed),
+        ("bob", "10.1.2.3", ErrorCode.topic_authorization_failed),
+    ]:
+        with RawClient(proxy.bootstrap) as raw:
+            raw.send_raw(header_v2(source))
+            assert sasl_login(raw, "SCRAM-SHA-512", user, password(user)).error_code == 0
+            assert raw.request(metadata_request(topic)).topics[0].error_code == expected
+    seen = {(e["principal"], e["host"], e["decision"]) for e in read_audit(proxy, audit)}
+    assert seen == {
+        ("User:alice", "10.1.2.3", "ALLOWED"),
+        ("User:alice", "10.1.2.4", "DENIED"),
+        ("User:bob", "10.1.2.3", "DENIED"),
+    }

@@ -180,3 +180,17 @@ def test_certificate_reload_keeps_open_connections(tansu, proxy_factory, certs, 
     # and a new client works with the new certificate
     assert produce(certs.confluent(proxy.bootstrap), topic, b"new") is None
     assert proxy.run(lambda: proxy.server.security.tls.reloads) == 1
+
+
+def test_certificate_no_mapping_rule_matches_is_refused(scripted, proxy_factory, certs):
+    """Rules without DEFAULT that match no subject: Kafka fails the connection; so does the
+    proxy, before anything reaches the cluster."""
+    proxy = proxy_factory(
+        scripted.bootstrap,
+        **certs.listener("required", ssl_principal_mapping_rules="RULE:^CN=([^,]+),OU=ops,.*$/$1/"),
+    )
+    before = len(scripted.nodes[0].requests)
+    errors = confluent_errors(certs.confluent(proxy.bootstrap, "alice"))
+    assert errors and errors[0].code() in TLS_REFUSED, errors
+    assert scripted.nodes[0].requests[before:] == []
+    assert proxy.metric("aclgate_errors_total", {"kind": "tls_principal"}) >= 1
