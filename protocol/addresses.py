@@ -103,12 +103,39 @@ def advertised_brokers(
     return tuple(out)
 
 
+class BrokerArrayCache:
+    """The rewritten brokers array for the raw one the cluster sent (it rarely changes):
+    kio's writer is pure Python, and Metadata is the API clients call most after the data
+    path. Keyed by the raw bytes and the directory's generation, so a moved broker or a new
+    port misses."""
+
+    def __init__(self, limit: int = 64):
+        self.limit = limit
+        self._entries: dict[tuple, bytes] = {}
+
+    def rewrite(
+        self, raw: bytes, brokers: tuple, api_version: int, directory: BrokerDirectory
+    ) -> bytes:
+        hit = self._entries.get((api_version, raw, getattr(directory, "generation", None)))
+        if hit is not None:
+            return hit
+        new = encode_metadata_brokers(advertised_brokers(brokers, directory), api_version)
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        # advertising may have bound a port (a new generation): key on the generation after it
+        self._entries[(api_version, raw, getattr(directory, "generation", None))] = new
+        return new
+
+
+BROKER_ARRAYS = BrokerArrayCache()
+
+
 def rewrite_metadata(
     frame: bytes | memoryview, api_version: int, directory: BrokerDirectory
 ) -> bytes:
     """Splice new brokers into a Metadata response; the topics part stays byte-identical."""
     start, end, brokers = metadata_brokers_span(frame, api_version)
-    new = encode_metadata_brokers(advertised_brokers(brokers, directory), api_version)
+    new = BROKER_ARRAYS.rewrite(bytes(frame[start:end]), brokers, api_version, directory)
     payload = b"".join((frame[4:start], new, frame[end:]))
     return _SIZE.pack(len(payload)) + payload
 

@@ -87,16 +87,35 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
         end = offset + cid_len
         if end > len(frame):
             raise MalformedRequest("client_id runs past the end of the frame")
-        try:
-            client_id = bytes(frame[offset:end]).decode()
-        except UnicodeDecodeError as exc:
-            raise MalformedRequest("client_id is not valid UTF-8") from exc
+        raw = bytes(frame[offset:end])
+        client_id = _CLIENT_IDS.get(raw)
+        if client_id is None:
+            client_id = _client_id(raw)
         offset = end
     elif cid_len != -1:
         raise MalformedRequest(f"negative client_id length {cid_len}")
     if flexible:
-        offset = skip_tagged_fields(frame, offset)
+        # almost always an empty tag section: one zero byte
+        if offset < len(frame) and frame[offset] == 0:
+            offset += 1
+        else:
+            offset = skip_tagged_fields(frame, offset)
     return RequestHeader(api_key, api_version, correlation_id, client_id, flexible, offset)
+
+
+#: client ids repeat on every request of a connection: decode each once
+_CLIENT_IDS: dict[bytes, str] = {}
+
+
+def _client_id(raw: bytes) -> str:
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise MalformedRequest("client_id is not valid UTF-8") from exc
+    if len(_CLIENT_IDS) >= 4096:
+        _CLIENT_IDS.clear()
+    _CLIENT_IDS[raw] = text
+    return text
 
 
 def response_header_bytes(correlation_id: int, flexible: bool) -> bytes:

@@ -130,7 +130,8 @@ class ProxyConfig:
         multiple=True,
         parse=parse_host_port,
         metavar="HOST:PORT",
-        help="bootstrap server of the Kafka cluster to protect (repeatable; tried in order)",
+        help="bootstrap server(s) of the Kafka cluster to protect: repeat the flag or give a "
+        "comma-separated list like Kafka's bootstrap.servers; tried in order",
     )
     listen: tuple[str, int] = _setting(
         ("127.0.0.1", 9092),
@@ -480,6 +481,8 @@ def _convert(f: dataclasses.Field, value: Any, origin: str) -> Any:
                 items = list(value)
             else:
                 items = [value]
+            if f.name == "upstream":  # Kafka's bootstrap.servers style: k1:9092,k2:9092
+                items = [part for item in items for part in str(item).split(",") if part.strip()]
             parsed = [parse(str(item)) if parse else item for item in items]
             return dict(parsed) if isinstance(f.default_factory(), dict) else parsed
         if value is None:

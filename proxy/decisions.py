@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from prometheus_client import Counter
-
 from authz.decision import Decision
 from authz.model import AclOperation, ResourceType
 from protocol.enforce.context import AuthContext
@@ -48,15 +46,10 @@ def kafka_log_line(
 class DecisionRecorder:
     """The DecisionSink of a running proxy."""
 
-    def __init__(self, registry, audit: AuditLog | None):
+    def __init__(self, counts: dict[tuple, int], audit: AuditLog | None):
         self.audit = audit
-        self.decisions = Counter(
-            "aclgate_decisions",
-            "Authorization decisions by API, operation, resource type and outcome",
-            ["api", "operation", "resource_type", "decision", "enforced"],
-            registry=registry,
-        )
-        self._children: dict[tuple, object] = {}
+        #: exported by proxy.metrics.HotCounters
+        self.counts = counts
 
     def decided(
         self,
@@ -71,16 +64,8 @@ class DecisionRecorder:
         ref_count: int,
     ) -> None:
         key = (header.api_key, operation, resource_type, decision.allowed, enforced)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = self.decisions.labels(
-                api_name(header.api_key),
-                operation.name,
-                resource_type.name,
-                decision.verdict,
-                str(enforced).lower(),
-            )
-        child.inc()
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
         if decision.allowed:
             if authorizer_log.isEnabledFor(logging.DEBUG):
                 authorizer_log.debug(

@@ -38,6 +38,8 @@ class NodeDirectory:
         self.proxy_ports: dict[int, int] = {}
         self._next_in_range = port_range[0] if port_range else 0
         self._unmappable_logged: set[int] = set()
+        #: changes whenever an address or a port changes: caches of rewritten answers key on it
+        self.generation = 0
 
     # BrokerDirectory protocol -------------------------------------------------------
 
@@ -45,6 +47,7 @@ class NodeDirectory:
         previous = self.upstream.get(node_id)
         if previous != (host, port):
             self.upstream[node_id] = (host, port)
+            self.generation += 1
             if previous is not None:
                 log.info("broker %d moved from %s:%d to %s:%d", node_id, *previous, host, port)
 
@@ -84,6 +87,7 @@ class NodeDirectory:
             bound = sock.getsockname()[1]
             self.proxy_ports[node_id] = bound
             self.reserved.add(bound)
+            self.generation += 1
             if self.port_range is not None and fixed is None:
                 self._next_in_range = bound + 1
             log.info("broker %d is served on port %d", node_id, bound)

@@ -64,7 +64,7 @@ class ProxyServer:
         self.authorizer = Authorizer(config.super_user, config.allow_everyone_if_no_acl_found)
         self.watcher = AclFileWatcher(config.acl_file, self.authorizer) if config.acl_file else None
         self.audit: AuditLog | None = None
-        self.recorder = DecisionRecorder(self.metrics.registry, None)
+        self.recorder = DecisionRecorder(self.metrics.hot.decisions, None)
         self.policy = Policy(
             authorizer=self.authorizer,
             mode=config.mode,

@@ -194,7 +194,8 @@ class ApiHandler:
         except NotReady:
             # Kafka's AuthorizerNotReadyException becomes UNKNOWN_SERVER_ERROR for the request
             answer(session, header, error_body(header, request, ErrorCode.unknown_server_error))
-        ctx.looked_up = frozenset()
+        if ctx.looked_up:
+            ctx.looked_up = frozenset()
 
 
 @dataclass

@@ -64,6 +64,13 @@ def split_topics(
 ) -> tuple[list, list, list]:
     """(allowed, denied, unknown-id) entries; each distinct topic authorized once, with
     refCount = its partitions in the request (Kafka's filterByAuthorized over partitions)."""
+    if len(entries) == 1:  # the common case on the data path
+        entry, name = entries[0], names[0]
+        if name is None:
+            return [], [], [entry]
+        if ctx.check(header, operation, TOPIC, name, True, len(getattr(entry, partitions))):
+            return [entry], [], []
+        return [], [entry], []
     counts: dict[str, int] = {}
     for entry, name in zip(entries, names, strict=True):
         if name is not None:

@@ -31,7 +31,9 @@ class TopicIdCache:
         self.limit = limit
 
     def learn(self, topic_id: uuid.UUID | None, name: str | None) -> None:
-        if topic_id is None or topic_id == ZERO or not name:
+        if topic_id is None or not name or self._names.get(topic_id) == name:
+            return  # the common case: already known
+        if topic_id == ZERO:
             return
         if len(self._names) >= self.limit and topic_id not in self._names:
             self._names.pop(next(iter(self._names)))
