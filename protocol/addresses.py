@@ -127,15 +127,18 @@ class BrokerArrayCache:
         return new
 
 
-BROKER_ARRAYS = BrokerArrayCache()
-
-
 def rewrite_metadata(
-    frame: bytes | memoryview, api_version: int, directory: BrokerDirectory
+    frame: bytes | memoryview,
+    api_version: int,
+    directory: BrokerDirectory,
+    cache: BrokerArrayCache | None = None,
 ) -> bytes:
     """Splice new brokers into a Metadata response; the topics part stays byte-identical."""
     start, end, brokers = metadata_brokers_span(frame, api_version)
-    new = BROKER_ARRAYS.rewrite(bytes(frame[start:end]), brokers, api_version, directory)
+    if cache is None:
+        new = encode_metadata_brokers(advertised_brokers(brokers, directory), api_version)
+    else:
+        new = cache.rewrite(bytes(frame[start:end]), brokers, api_version, directory)
     payload = b"".join((frame[4:start], new, frame[end:]))
     return _SIZE.pack(len(payload)) + payload
 

@@ -96,7 +96,9 @@ def _trim_api_versions(session: ProxySession, slot: Slot, frame: Frame) -> bytes
 
 
 def _metadata(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
-    return rewrite_metadata(frame, slot.api_version, session.config.directory)
+    return rewrite_metadata(
+        frame, slot.api_version, session.config.directory, session.config.broker_arrays
+    )
 
 
 def _find_coordinator(session: ProxySession, slot: Slot, frame: Frame) -> bytes:

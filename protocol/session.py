@@ -114,11 +114,19 @@ class SessionConfig:
     allowed_versions: Mapping[int, tuple[int, int]]
     #: maps upstream node ids to the proxy's addresses for them (address rewriting)
     directory: Any = None
+    #: rewritten Metadata brokers arrays of this proxy's cluster (protocol.addresses)
+    broker_arrays: Any = None
     max_frame: int = DEFAULT_MAX_FRAME
     max_in_flight: int = 1000
     #: called with (header) for an ApiVersions request newer than the proxy can parse
     unsupported_api_versions: Callable[[int], bytes] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.broker_arrays is None:
+            from protocol.addresses import BrokerArrayCache
+
+            self.broker_arrays = BrokerArrayCache()
 
 
 class ProxySession:

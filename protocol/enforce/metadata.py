@@ -32,7 +32,7 @@ from kio.serial.readers import (
 )
 
 from authz.model import AclOperation, ResourceType
-from protocol.addresses import BROKER_ARRAYS, advertised_brokers, metadata_brokers_span
+from protocol.addresses import advertised_brokers, metadata_brokers_span
 from protocol.apiversions import _uvarint
 from protocol.codec import DECODE_ERRORS, MalformedResponse, encode_entity, encode_response
 from protocol.enforce.base import ApiHandler, forward, reencode_request
@@ -276,7 +276,9 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
     if plan.cluster_ops and 8 <= v <= 10:
         _I32.pack_into(tail, 0, MetadataHandler._cluster_ops(ctx, plan.header))
     length = _uvarint(len(kept) + 1) if flexible else _I32.pack(len(kept))
-    new_brokers = BROKER_ARRAYS.rewrite(bytes(frame[b_start:b_end]), brokers, v, directory)
+    new_brokers = session.config.broker_arrays.rewrite(
+        bytes(frame[b_start:b_end]), brokers, v, directory
+    )
     payload = b"".join(
         (frame[4:b_start], new_brokers, frame[b_end:topics_at], length, *kept, bytes(tail))
     )

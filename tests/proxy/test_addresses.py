@@ -124,3 +124,13 @@ def test_kip951_endpoints_in_produce_and_fetch(cluster, proxy_factory, api_key, 
     assert {(e.node_id, e.host, e.port) for e in body.node_endpoints} == {
         (n, "127.0.0.1", ports[n]) for n in (1, 2, 1000)
     }
+
+
+def test_two_proxies_in_one_process_hand_out_their_own_ports(cluster, proxy_factory):
+    """Rewritten brokers arrays are cached per proxy: the same upstream bytes must not make one
+    proxy advertise another's ports (a process-wide cache once did)."""
+    first, second = proxy_factory(cluster.bootstrap), proxy_factory(cluster.bootstrap)
+    for proxy in (first, second, first):
+        with RawClient(proxy.bootstrap) as client:
+            body = client.request(metadata_request(12))
+        assert {(b.node_id, b.port) for b in body.brokers} == set(proxy_map(proxy).items())
