@@ -1,0 +1,176 @@
+"""The audit log writer and the Kafka-style authorizer log line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
+from authz.model import AclBinding, AclOperation, ResourceType
+from proxy.audit import AuditLog
+from proxy.decisions import kafka_log_line
+
+SCHEMA_FIELDS = [
+    "schema_version", "ts", "ts_first", "count", "proxy", "listener", "principal", "host", "client_id",
+    "api", "api_key", "api_version", "operation", "resource_type", "resource_name", "decision",
+    "enforced", "rule", "acl",
+]  # fmt: skip
+
+
+class Clock:
+    def __init__(self, t: float = 1_800_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def record(
+    log: AuditLog,
+    decision: Decision,
+    principal: str = "User:alice",
+    name: str = "orders",
+    enforced: bool = True,
+):
+    log.record(
+        "SASL_SSL",
+        principal,
+        "10.1.2.3",
+        "rdkafka",
+        "Produce",
+        0,
+        9,
+        "WRITE",
+        "TOPIC",
+        name,
+        decision,
+        enforced,
+    )
+
+
+def lines(path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_denied_written_at_once_allowed_aggregated_per_window(tmp_path):
+    clock = Clock()
+    log = AuditLog(tmp_path / "audit.jsonl", "aclgate-1", window=10, clock=clock)
+    acl = AclBinding.from_dict(
+        {
+            "resource_type": "TOPIC",
+            "resource_name": "ord",
+            "pattern_type": "PREFIXED",
+            "principal": "User:alice",
+            "host": "*",
+            "operation": "WRITE",
+            "permission_type": "ALLOW",
+        }
+    )
+    allowed = Decision(True, "ACL", acl)
+    for _ in range(5):
+        record(log, allowed)
+        clock.t += 1
+    record(log, DEFAULT_DENY, principal="User:bob")
+    log.tick()
+    assert [e["principal"] for e in lines(log.path)] == ["User:bob"]  # window not over yet
+    clock.t += 10
+    log.tick()
+    events = lines(log.path)
+    denied, agg = events
+    assert list(denied) == SCHEMA_FIELDS and list(agg) == SCHEMA_FIELDS
+    assert denied["decision"] == "DENIED" and denied["count"] == 1 and denied["ts_first"] is None
+    assert denied["rule"] == "DEFAULT_DENY" and denied["acl"] is None
+    assert agg["count"] == 5 and agg["decision"] == "ALLOWED" and agg["rule"] == "ACL"
+    assert agg["acl"] == acl.to_dict() and agg["acl"]["pattern_type"] == "PREFIXED"
+    assert agg["ts_first"] < agg["ts"] and agg["ts"].endswith("Z") and len(agg["ts"]) == 27
+    assert agg["schema_version"] == 1 and agg["proxy"] == "aclgate-1" and agg["host"] == "10.1.2.3"
+
+
+def test_denial_storm_is_aggregated_past_the_rate_limit_and_nothing_is_lost(tmp_path):
+    clock = Clock()
+    log = AuditLog(tmp_path / "audit.jsonl", "p", denied_per_second=10, clock=clock)
+    for _ in range(25):
+        record(log, DEFAULT_DENY, enforced=False)
+    log.close()
+    events = lines(log.path)
+    assert len(events) == 11  # 10 single lines, then one aggregated line for the other 15
+    assert sum(e["count"] for e in events) == 25
+    assert all(e["enforced"] is False for e in events)
+    assert log.denied_aggregated == 15
+
+
+def test_rotation_gzips_and_prunes(tmp_path):
+    log = AuditLog(tmp_path / "audit.jsonl", "p", max_bytes=2000, keep=3)
+    for i in range(200):
+        record(log, DEFAULT_DENY, name=f"t{i}")
+    log.close()
+    rotated = sorted(tmp_path.glob("audit-*.jsonl.gz"))
+    assert 1 <= len(rotated) <= 3
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob("audit-*.jsonl"))
+    kept = [
+        json.loads(x)
+        for p in rotated
+        for x in gzip.decompress(p.read_bytes()).decode().splitlines()
+    ]
+    kept += lines(log.path)
+    names = [e["resource_name"] for e in kept]
+    assert names == sorted(names, key=lambda n: int(n[1:]))  # in order, only the oldest pruned
+    assert names[-1] == "t199"
+
+
+def test_no_acl_default_allowed_rule(tmp_path):
+    log = AuditLog(tmp_path / "audit.jsonl", "p")
+    record(log, NO_ACL_ALLOW)
+    log.close()
+    (event,) = lines(log.path)
+    assert event["rule"] == "NO_ACL_DEFAULT" and event["decision"] == "ALLOWED"
+
+
+def test_kafka_log_line_is_word_for_word_standard_authorizer():
+    acl = AclBinding.from_dict(
+        {
+            "resource_type": "TOPIC",
+            "resource_name": "alp",
+            "pattern_type": "PREFIXED",
+            "principal": "User:bob",
+            "host": "*",
+            "operation": "READ",
+            "permission_type": "DENY",
+        }
+    )
+    line = kafka_log_line(
+        "User:bob",
+        "127.0.0.1",
+        AclOperation.READ,
+        ResourceType.TOPIC,
+        "alpha",
+        "Fetch",
+        1,
+        Decision(False, "ACL", acl),
+    )
+    # StandardAuthorizerTest.testDenyAuditLogging (authorization.md §8.1)
+    assert line == (
+        "Principal = User:bob is Denied operation = READ from host = 127.0.0.1 on resource = "
+        "Topic:LITERAL:alpha for request = Fetch with resourceRefCount = 1 based on rule "
+        "MatchingAcl(acl=StandardAcl(resourceType=TOPIC, resourceName=alp, patternType=PREFIXED, "
+        "principal=User:bob, host=*, operation=READ, permissionType=DENY))"
+    )
+
+
+def test_rotated_files_are_compressed_in_a_worker_thread(tmp_path, monkeypatch):
+    import threading
+
+    seen = []
+    real = AuditLog._gzip
+
+    def spy(self, path):
+        seen.append(threading.current_thread() is threading.main_thread())
+        real(self, path)
+
+    monkeypatch.setattr(AuditLog, "_gzip", spy)
+    log = AuditLog(tmp_path / "audit.jsonl", "p", max_bytes=20_000)
+    for i in range(500):
+        record(log, DEFAULT_DENY, name=f"topic-{i}")
+    log.close()
+    assert seen and not any(seen), "gzip must not run on the event loop's thread"
+    assert list(tmp_path.glob("audit-*.jsonl.gz"))
