@@ -10,7 +10,6 @@ import datetime as dt
 import ipaddress
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
+
+from proxy.fsutil import write_atomically
 
 __all__ = [
     "CA_CERT",
@@ -172,27 +173,7 @@ def _attribute(text: str, oid: ObjectIdentifier, value: str | bytes) -> x509.Nam
 # files
 
 
-def _write_atomic(path: Path, data: bytes, mode: int) -> None:
-    directory = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+_write_atomic = write_atomically
 
 
 def write_private(path: Path, key: PrivateKey) -> None:

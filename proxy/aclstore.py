@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
 from authz.authorizer import Authorizer
 from authz.model import AclBinding
+from proxy.fsutil import exclusive_lock, write_atomically
 
 __all__ = ["AclFileError", "AclFileStore", "AclFileWatcher"]
 
@@ -45,36 +44,6 @@ def _read(path: Path) -> tuple[bytes, os.stat_result]:
         raise AclFileError(f"{path}: ACL file does not exist") from None
     except OSError as exc:
         raise AclFileError(f"{path}: cannot read ACL file: {exc.strerror or exc}") from None
-
-
-@contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
-def _write_atomically(path: Path, data: bytes, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class AclFileStore:
@@ -103,7 +72,7 @@ class AclFileStore:
         is an AclFileError. Returns the ACLs now in the file.
         """
         path = self.path
-        with _exclusive(path):
+        with exclusive_lock(path, 0o644):
             try:
                 data, st = _read(path)
             except AclFileError:
@@ -118,7 +87,7 @@ class AclFileStore:
                 existed = True
             updated = list(dict.fromkeys(fn(list(current))))
             if not existed or set(updated) != set(current):
-                _write_atomically(path, dump_acl_file(updated).encode("utf-8"), mode)
+                write_atomically(path, dump_acl_file(updated).encode("utf-8"), mode)
             return updated
 
 

@@ -84,47 +84,17 @@ class AuditLog:
         enforced: bool,
     ) -> None:
         now = self.clock()
+        key = (listener, principal, host, client_id, api, api_key, api_version, operation,
+               resource_type, resource_name, decision, enforced)  # fmt: skip
         if not decision.allowed:
             second = int(now)
             if second != self._second:
                 self._second, self._denied_this_second = second, 0
             self._denied_this_second += 1
             if self._denied_this_second <= self.denied_per_second:
-                self._write(
-                    self._event(
-                        now,
-                        None,
-                        1,
-                        listener,
-                        principal,
-                        host,
-                        client_id,
-                        api,
-                        api_key,
-                        api_version,
-                        operation,
-                        resource_type,
-                        resource_name,
-                        decision,
-                        enforced,
-                    )
-                )
+                self._write(self._event(key, now, None, 1))
                 return
             self.denied_aggregated += 1
-        key = (
-            listener,
-            principal,
-            host,
-            client_id,
-            api,
-            api_key,
-            api_version,
-            operation,
-            resource_type,
-            resource_name,
-            decision,
-            enforced,
-        )
         entry = self._aggregates.get(key)
         if entry is None:
             self._aggregates[key] = [now, now, 1]
@@ -143,58 +113,11 @@ class AuditLog:
     def flush_aggregates(self) -> None:
         aggregates, self._aggregates = self._aggregates, {}
         for key, (first, last, count) in aggregates.items():
-            (
-                listener,
-                principal,
-                host,
-                client_id,
-                api,
-                api_key,
-                api_version,
-                op,
-                rtype,
-                name,
-                decision,
-                enforced,
-            ) = key
-            self._write(
-                self._event(
-                    last,
-                    first if count > 1 else None,
-                    count,
-                    listener,
-                    principal,
-                    host,
-                    client_id,
-                    api,
-                    api_key,
-                    api_version,
-                    op,
-                    rtype,
-                    name,
-                    decision,
-                    enforced,
-                )
-            )
+            self._write(self._event(key, last, first if count > 1 else None, count))
 
-    def _event(
-        self,
-        ts,
-        ts_first,
-        count,
-        listener,
-        principal,
-        host,
-        client_id,
-        api,
-        api_key,
-        api_version,
-        operation,
-        resource_type,
-        resource_name,
-        decision: Decision,
-        enforced: bool,
-    ) -> dict[str, Any]:
+    def _event(self, key: tuple, ts: float, ts_first: float | None, count: int) -> dict[str, Any]:
+        (listener, principal, host, client_id, api, api_key, api_version, operation, resource_type,
+         resource_name, decision, enforced) = key  # fmt: skip
         return {
             "schema_version": SCHEMA_VERSION,
             "ts": iso(ts),

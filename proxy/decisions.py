@@ -66,34 +66,20 @@ class DecisionRecorder:
         key = (header.api_key, operation, resource_type, decision.allowed, enforced)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
-        if decision.allowed:
-            if authorizer_log.isEnabledFor(logging.DEBUG):
-                authorizer_log.debug(
-                    kafka_log_line(
-                        ctx.principal,
-                        ctx.host,
-                        operation,
-                        resource_type,
-                        resource_name,
-                        api_name(header.api_key),
-                        ref_count,
-                        decision,
-                    )
-                )
-        elif log_if_denied:
-            authorizer_log.info(
-                kafka_log_line(
-                    ctx.principal,
-                    ctx.host,
-                    operation,
-                    resource_type,
-                    resource_name,
-                    api_name(header.api_key),
-                    ref_count,
-                    decision,
-                )
-                + ("" if enforced else " (dry-run: not enforced)")
+        # Kafka's levels (authorization.md §8.3): allowed at DEBUG, denied at INFO if logIfDenied
+        level = logging.DEBUG if decision.allowed else (logging.INFO if log_if_denied else 0)
+        if level and authorizer_log.isEnabledFor(level):
+            line = kafka_log_line(
+                ctx.principal,
+                ctx.host,
+                operation,
+                resource_type,
+                resource_name,
+                api_name(header.api_key),
+                ref_count,
+                decision,
             )
+            authorizer_log.log(level, line if enforced else line + " (dry-run: not enforced)")
         if self.audit is not None and (decision.allowed or log_if_denied):
             self.audit.record(
                 ctx.listener,

@@ -16,12 +16,10 @@ file, fsynced, renamed over the old one, and the directory fsynced: concurrent
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,6 +36,7 @@ from protocol.sasl.credentials import (
     hash_plain_password,
     scram_credential,
 )
+from proxy.fsutil import exclusive_lock, write_atomically
 
 __all__ = [
     "MECHANISMS",
@@ -151,35 +150,12 @@ def load_users(path: str | os.PathLike[str]) -> Users:
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with exclusive_lock(path):
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _write_atomic(path: Path, doc: dict[str, Any]) -> None:
-    data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode(), 0o600)
 
 
 def _update(path: str | os.PathLike[str], change: Callable[[dict[str, Any]], bool]) -> bool:
