@@ -4,6 +4,8 @@ after the session expired closes the connection), also driven by real clients.""
 
 from __future__ import annotations
 
+import base64
+import json
 import struct
 import time
 
@@ -176,7 +178,7 @@ def count_exchanges(proxy) -> list[str]:
 def test_real_clients_reauthenticate_and_keep_producing(tansu, proxy_factory, users_file, client):
     proxy = proxy_factory(
         tansu.bootstrap,
-        **sasl_listener(users_file, mechanisms="SCRAM-SHA-512", connections_max_reauth_ms=1500),
+        **sasl_listener(users_file, mechanisms="SCRAM-SHA-512", connections_max_reauth_ms=2500),
     )
     exchanges = count_exchanges(proxy)
     topic = unique("reauth")
@@ -197,7 +199,7 @@ def test_real_clients_reauthenticate_and_keep_producing(tansu, proxy_factory, us
                 "sasl.password": password("alice"),
             }
         )
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + 5.5
         while time.monotonic() < deadline:
             producer.produce(topic, b"x")
             sent += 1
@@ -214,7 +216,7 @@ def test_real_clients_reauthenticate_and_keep_producing(tansu, proxy_factory, us
             sasl_plain_username="alice",
             sasl_plain_password=password("alice"),
         )
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + 5.5
         while time.monotonic() < deadline:
             producer.send(topic, b"x").get(10)
             sent += 1
@@ -249,8 +251,9 @@ def test_short_lived_oauth_tokens_are_refreshed_on_open_connections(
     tokens: list[str] = []
 
     def oauth_cb(_config):
-        tokens.append(sign_jwt("alice", lifetime=2))
-        return tokens[-1], time.time() + 2
+        tokens.append(sign_jwt("alice", lifetime=4))
+        claims = json.loads(base64.urlsafe_b64decode(tokens[-1].split(".")[1] + "=="))
+        return tokens[-1], claims["exp"]  # librdkafka refreshes at 80% of this
 
     producer = Producer(
         {
@@ -261,12 +264,12 @@ def test_short_lived_oauth_tokens_are_refreshed_on_open_connections(
         }
     )
     topic = unique("oauth")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 6
     while time.monotonic() < deadline:
         producer.produce(topic, b"x")
         assert producer.flush(10) == 0
         time.sleep(0.1)
-    assert len(tokens) >= 3  # refreshed
+    assert len(tokens) >= 2  # refreshed
     connections = proxy.metric("aclgate_connections_total", {"listener": "bootstrap"})
     connections += proxy.metric("aclgate_connections_total", {"listener": "broker"})
     assert len(exchanges) > connections
@@ -281,3 +284,26 @@ def _end_offset(bootstrap: str, topic: str) -> int:
         return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1]
     finally:
         c.close()
+
+
+def test_users_file_changes_apply_to_the_next_login(scripted, proxy_factory, tmp_path):
+    """`aclgate users add/remove` while the proxy runs: the next login sees the change; an
+    established session is not cut (as in Kafka, until it re-authenticates)."""
+    from proxy.usersfile import add_user, remove_user
+
+    users = tmp_path / "users.json"
+    add_user(users, "alice", password("alice"), ["SCRAM-SHA-512"])
+    proxy = proxy_factory(scripted.bootstrap, **sasl_listener(users, mechanisms="SCRAM-SHA-512"))
+
+    def login(user: str) -> ErrorCode:
+        with RawClient(proxy.bootstrap) as raw:
+            return sasl_login(raw, "SCRAM-SHA-512", user, password(user)).error_code
+
+    assert login("dave") == ErrorCode.sasl_authentication_failed
+    add_user(users, "dave", password("dave"), ["SCRAM-SHA-512"])
+    assert login("dave") == ErrorCode.none
+    with RawClient(proxy.bootstrap) as held:
+        assert sasl_login(held, "SCRAM-SHA-512", "dave", password("dave")).error_code == 0
+        remove_user(users, "dave")
+        assert login("dave") == ErrorCode.sasl_authentication_failed
+        assert metadata_works(held, unique("t"))
