@@ -109,7 +109,7 @@ def measure(name: str, cmd: list[str], lines: int) -> dict:
     wall = time.monotonic() - started
     sampler.done.set()
     sampler.join()
-    if proc.returncode not in (0, 1):
+    if proc.returncode != 0:
         raise SystemExit(f"{name} failed ({proc.returncode}):\n{err[-4000:]}")
     progress = [line for line in err.splitlines() if line.startswith("[")]
     print(f"{name}: {wall:.1f} s, {lines / wall:,.0f} lines/s, peak {sampler.peak_mib:.0f} MiB")

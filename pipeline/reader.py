@@ -2,8 +2,10 @@
 
 Each input line ends up in exactly one of three piles: blank, malformed (with the reason,
 its file and line number) or a valid event. Malformed lines are counted and listed, never
-dropped silently and never fatal. The parsed lines are cached once, so the several
-aggregations of a report parse the JSON only once.
+dropped silently and never fatal. The parsed lines are cached once, on local disk
+(DISK_ONLY: millions of lines would not fit a default 1 GB heap, and re-reading the compact
+columnar cache is far cheaper than parsing the JSON again), so the several aggregations of
+a report parse the JSON only once.
 """
 
 from __future__ import annotations
@@ -173,7 +175,7 @@ def read_audit(
         ts.alias("ts"),
         ts_first.alias("ts_first"),
         *[j[name].alias(name) for name in EVENT_COLUMNS if name not in ("ts", "ts_first")],
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    ).persist(StorageLevel.DISK_ONLY)
     events = lines.filter(F.col("_error").isNull() & ~F.col("_blank")).select(*EVENT_COLUMNS)
     if since is not None:
         events = events.filter(F.col("ts") >= F.lit(since))

@@ -24,15 +24,25 @@ LIST_LIMIT = 200
 
 
 def recorded_keys(events: DataFrame) -> DataFrame:
-    """Events per key and recorded outcome, with the clients and APIs that sent them."""
+    """Events per key and recorded outcome, with the clients and APIs that sent them.
+
+    Grouped in two steps: a plain (code-generated) aggregation that keeps client id and API,
+    then the small result grouped again with collect_set, which is slow on millions of rows.
+    """
     from pyspark.sql import functions as F
 
-    return events.groupBy(*KEY_FIELDS, "decision", "enforced").agg(
+    outcome = (*KEY_FIELDS, "decision", "enforced")
+    per_client = events.groupBy(*outcome, "client_id", "api").agg(
+        F.sum("count").alias("count"),
+        F.min(F.coalesce("ts_first", "ts")).alias("first_seen"),
+        F.max("ts").alias("last_seen"),
+    )
+    return per_client.groupBy(*outcome).agg(
         F.sum("count").alias("count"),
         F.slice(F.array_sort(F.collect_set("client_id")), 1, CLIENT_LIST_LIMIT).alias("client_ids"),
         F.array_sort(F.collect_set("api")).alias("apis"),
-        F.min(F.coalesce("ts_first", "ts")).alias("first_seen"),
-        F.max("ts").alias("last_seen"),
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
     )
 
 
