@@ -603,6 +603,12 @@ class KafkaCluster:
         return self.listeners[INTERNAL]
 
     @property
+    def probe_listener(self) -> Listener:
+        """The PLAINTEXT listener the start-up probe talks to: INTERNAL (a subclass that
+        secures INTERNAL with SASL probes a PLAINTEXT client listener instead)."""
+        return self.internal
+
+    @property
     def client_listener(self) -> Listener:
         """The first client listener given in `listeners=`."""
         return self.listeners[self.listener_protocols[0]]
@@ -899,7 +905,7 @@ class KafkaCluster:
                         f"Kafka node {n.node_id} exited during start-up\n{self.tail_logs()}"
                     )
             for node_id in sorted(pending):
-                port = self.internal.port(node_id)
+                port = self.probe_listener.port(node_id)
                 if not api_versions_ok(self.host, port):
                     continue
                 with contextlib.suppress(OSError, struct.error):
@@ -919,7 +925,7 @@ class KafkaCluster:
         want = set(self.node_ids)
         try:
             return all(
-                set(metadata_brokers(self.host, self.internal.port(i))) == want for i in want
+                set(metadata_brokers(self.host, self.probe_listener.port(i))) == want for i in want
             )
         except (OSError, struct.error, KeyError):
             return False

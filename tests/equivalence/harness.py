@@ -1,0 +1,1248 @@
+"""The equivalence harness: one scripted scenario, run against two targets, compared per step.
+
+A scenario (tests/equivalence/scenarios.py) is a script of steps, each performed by one
+principal through a real client (confluent-kafka) or a raw Kafka request, plus the ACLs that
+apply. The harness runs the same script twice:
+
+    reference  Apache Kafka deciding by itself (StandardAuthorizer holding the ACLs), or, for
+               scenarios without authorization, Apache Kafka reached directly;
+    candidate  aclgate holding the same ACLs (its ACL file), in front of an Apache Kafka
+               without an authorizer.
+
+Every step returns a normalized outcome (plain JSON-able data: error names, records, visible
+topics, offsets); the two runs are compared step by step and a difference is rendered as a
+side-by-side diff. An empty diff is the proof that aclgate decides as Kafka does.
+
+Terms:
+    principal  "User:ANONYMOUS", "User:alice", ...: who performs a step. Each target maps a
+               principal to a `Profile` (bootstrap + client config + SASL credentials), so the
+               same script runs as the same principal on both sides.
+    observer   a super user talking to the cluster directly (never through the proxy). It
+               prepares topics and groups (setup, not compared) and reads the ground truth
+               after a step (e.g. the records really in a topic), which is compared.
+    namespace  every topic, group and transactional id of a run gets a per-run prefix
+               (clusters are shared by the whole test session and by both runs); scripts use
+               logical names and outcomes are normalized back to them.
+
+Normalizations (each one a known, explained difference; docs/equivalence.md lists them too):
+NORMALIZATIONS maps a short key to the explanation; the code that applies one names its key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import difflib
+import gc
+import itertools
+import json
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AclBinding as CkAclBinding
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import ResourceType as CkResourceType
+
+STEP_TIMEOUT = 20.0  # seconds, the most any one step may take
+SESSION_TIMEOUT_MS = 6000  # the smallest Kafka accepts by default
+
+NORMALIZATIONS: dict[str, str] = {
+    "names": (
+        "Topic, group and transactional-id names carry a per-run prefix (both runs share "
+        "session clusters); outcomes show the logical name the script used."
+    ),
+    "foreign": (
+        "Listings (all-topics Metadata, ListGroups, list_topics) keep only names of the "
+        "run's own namespace: the shared clusters hold other tests' topics and groups, and "
+        "internal topics (__consumer_offsets, __transaction_state) whose existence depends "
+        "on what ran before."
+    ),
+    "addresses": (
+        "Broker host/port, cluster id and topic ids are dropped: the proxy rewrites "
+        "addresses by design, and the two clusters differ in ids. Node ids are compared."
+    ),
+    "messages": (
+        "Error message strings are dropped, error codes (names) are compared: Kafka's own "
+        "strings vary by code path (null, 'Authorization failed.', exception text) and "
+        "librdkafka adds its own wording."
+    ),
+    "timing": (
+        "Throttle times, record timestamps, member/client ids and group generations are never "
+        "recorded; librdkafka's transient connection errors (_TRANSPORT, _ALL_BROKERS_DOWN, "
+        "_RESOLVE, _DESTROY) are dropped: they depend on timing and connection handling, not "
+        "on authorization."
+    ),
+    "retries": (
+        "Raw requests retry retriable coordinator errors (COORDINATOR_LOAD_IN_PROGRESS, "
+        "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS) as every client "
+        "does, and send FindCoordinator first: the first group or transaction on a fresh "
+        "cluster creates __consumer_offsets / __transaction_state, so these errors depend on "
+        "the cluster's history, not on the ACLs."
+    ),
+}
+
+RETRIABLE_COORDINATOR_ERRORS = frozenset(
+    {
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "COORDINATOR_NOT_AVAILABLE",
+        "NOT_COORDINATOR",
+        "CONCURRENT_TRANSACTIONS",
+    }
+)
+TRANSIENT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_DESTROY"})
+
+
+# --------------------------------------------------------------------------- ACLs
+
+
+CLUSTER = "kafka-cluster"
+
+
+@dataclass(frozen=True)
+class Acl:
+    """One ACL with a logical resource name (the harness prefixes it per run).
+
+    `name="*"` (LITERAL) and the CLUSTER resource are not prefixed.
+    """
+
+    principal: str
+    operation: str
+    resource_type: str = "TOPIC"
+    name: str = "*"
+    pattern: str = "LITERAL"
+    permission: str = "ALLOW"
+    host: str = "*"
+
+    def real_name(self, ns: Namespace) -> str:
+        if self.resource_type == "CLUSTER" or (self.name == "*" and self.pattern == "LITERAL"):
+            return self.name
+        return ns.real(self.name)
+
+    def describe(self) -> str:
+        host = "" if self.host == "*" else f" from host {self.host}"
+        return (
+            f"{self.permission} {self.principal} {self.operation} on "
+            f"{self.resource_type}:{self.pattern}:{self.name}{host}"
+        )
+
+
+def allow(principal: str, operation: str, resource_type: str = "TOPIC", name: str = "*", **kw):
+    return Acl(principal, operation, resource_type, name, **kw)
+
+
+def deny(principal: str, operation: str, resource_type: str = "TOPIC", name: str = "*", **kw):
+    return Acl(principal, operation, resource_type, name, permission="DENY", **kw)
+
+
+def aclgate_bindings(acls: Sequence[Acl], ns: Namespace):
+    """The ACLs as aclgate's AclBinding objects (for its ACL file)."""
+    from authz.model import AclBinding
+
+    return [
+        AclBinding.from_dict(
+            {
+                "resource_type": a.resource_type,
+                "resource_name": a.real_name(ns),
+                "pattern_type": a.pattern,
+                "principal": a.principal,
+                "host": a.host,
+                "operation": a.operation,
+                "permission_type": a.permission,
+            }
+        )
+        for a in acls
+    ]
+
+
+def kafka_bindings(acls: Sequence[Acl], ns: Namespace) -> list[CkAclBinding]:
+    """The ACLs as confluent-kafka AclBinding objects (for Kafka's CreateAcls)."""
+    from tests.kafka.acls import KafkaAcls
+
+    return [
+        KafkaAcls.binding(
+            a.principal,
+            a.operation,
+            CkResourceType.BROKER if a.resource_type == "CLUSTER" else a.resource_type,
+            a.real_name(ns),
+            pattern=a.pattern,
+            permission=a.permission,
+            host=a.host,
+        )
+        for a in acls
+    ]
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one principal reaches one target."""
+
+    principal: str
+    bootstrap: str
+    config: Mapping[str, Any] = field(default_factory=dict)  # confluent-kafka settings
+    sasl: tuple[str, str, str] | None = None  # (mechanism, user, password) for raw requests
+
+    def client_config(self, **extra: Any) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap, "log_level": 3, **self.config, **extra}
+
+
+@dataclass
+class Env:
+    """What a script sees of one target while it runs."""
+
+    profiles: Mapping[str, Profile]  # principal -> profile
+    observer: Mapping[str, Any]  # confluent-kafka config of a super user, straight to Kafka
+
+
+class Target:
+    """One side of the comparison; `open` applies a scenario's ACLs for the run."""
+
+    key: str  # short, used in names: "kafka" / "aclgate"
+    label: str  # column header in the diff
+
+    def open(self, acls: Sequence[Acl], ns: Namespace) -> contextlib.AbstractContextManager[Env]:
+        raise NotImplementedError
+
+
+class KafkaTarget(Target):
+    """Apache Kafka reached directly; ACLs go to its StandardAuthorizer (if it has one)."""
+
+    def __init__(
+        self,
+        label: str,
+        profiles: Mapping[str, Profile],
+        observer: Mapping[str, Any],
+        kafka_acls: Any = None,  # tests.kafka.acls.KafkaAcls, None without an authorizer
+        key: str = "kafka",
+    ) -> None:
+        self.key, self.label = key, label
+        self.profiles, self.observer, self.kafka_acls = dict(profiles), dict(observer), kafka_acls
+
+    @contextlib.contextmanager
+    def open(self, acls: Sequence[Acl], ns: Namespace) -> Iterator[Env]:
+        if acls and self.kafka_acls is None:
+            raise ValueError(f"{self.label} has no authorizer: cannot hold ACLs")
+        if self.kafka_acls is not None:
+            self.kafka_acls.clear()
+            self.kafka_acls.add_bindings(kafka_bindings(acls, ns))
+        try:
+            yield Env(self.profiles, self.observer)
+        finally:
+            if self.kafka_acls is not None:
+                self.kafka_acls.clear()
+
+
+class ProxyTarget(Target):
+    """aclgate in front of an Apache Kafka without an authorizer, holding the ACLs in its file.
+
+    `profiles(proxy)` maps principals to profiles once the proxy runs (its port is ephemeral).
+    `authorize=False`: no ACL file and allow-everyone, i.e. a transparent proxy.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        upstream: str,
+        profiles: Callable[[Any], Mapping[str, Profile]],
+        observer: Mapping[str, Any],
+        workdir: Path,
+        authorize: bool = True,
+        key: str = "aclgate",
+        **proxy_options: Any,
+    ) -> None:
+        self.key, self.label = key, label
+        self.upstream, self.profiles_for, self.observer = upstream, profiles, dict(observer)
+        self.workdir, self.authorize, self.proxy_options = workdir, authorize, proxy_options
+
+    @contextlib.contextmanager
+    def open(self, acls: Sequence[Acl], ns: Namespace) -> Iterator[Env]:
+        from authz.aclfile import dump_acl_file
+        from proxy.server import ProxyServer
+        from tests.fixtures.proxy import RunningProxy, make_config
+
+        options: dict[str, Any] = dict(self.proxy_options)
+        if self.authorize:
+            acl_file = self.workdir / f"{ns.prefix}acls.json"
+            acl_file.write_text(dump_acl_file(aclgate_bindings(acls, ns)))
+            options.setdefault("allow_everyone_if_no_acl_found", False)
+            options["acl_file"] = acl_file
+        elif acls:
+            raise ValueError(f"{self.label} does not authorize: cannot hold ACLs")
+        proxy = RunningProxy(ProxyServer(make_config(self.upstream, **options)))
+        try:
+            yield Env(self.profiles_for(proxy), self.observer)
+        finally:
+            proxy.stop()
+
+
+# --------------------------------------------------------------------------- names
+
+
+class Namespace:
+    """Per-run prefix for topics, groups and transactional ids."""
+
+    _seq = itertools.count(1)
+
+    def __init__(self, scenario: str, side: str) -> None:
+        short = "".join(c for c in scenario if c.isalnum() or c == "-")[:40]
+        self.prefix = f"eq{next(self._seq)}-{short}-{side}-{uuid.uuid4().hex[:4]}-"
+
+    def real(self, logical: str) -> str:
+        return self.prefix + logical
+
+    def owns(self, real: str) -> bool:
+        return real.startswith(self.prefix)
+
+    def logical(self, value: Any) -> Any:
+        """`value` with the prefix removed from every string and dict key (normalization
+        "names")."""
+        if isinstance(value, str):
+            return value.replace(self.prefix, "")
+        if isinstance(value, dict):
+            return {self.logical(k): self.logical(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.logical(v) for v in value]
+        return value
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def error_name(error: Any) -> str:
+    """A Kafka error as its protocol name, e.g. TOPIC_AUTHORIZATION_FAILED (normalization
+    "messages"); librdkafka's local errors keep their names (_TIMED_OUT), fatal ones are
+    prefixed FATAL:."""
+    if isinstance(error, KafkaException) and error.args:
+        error = error.args[0]
+    if isinstance(error, KafkaError):
+        code = error.code()
+        name = _protocol_error_name(code) if code > 0 else error.name()
+        return f"FATAL:{name}" if error.fatal() else name
+    if isinstance(error, int):
+        return _protocol_error_name(error)
+    return f"{type(error).__name__}"
+
+
+def _protocol_error_name(code: int) -> str:
+    from kio.schema.errors import ErrorCode
+
+    try:
+        return ErrorCode(code).name.upper() if code else "NONE"
+    except ValueError:
+        return f"ERROR_{code}"
+
+
+def _drain(producer: Producer, timeout: float) -> int:
+    """Serve delivery reports until none is outstanding or `timeout`; returns how many are
+    left. (Not flush(): confluent-kafka 2.16's flush() can raise SystemError after a fatal
+    idempotence error, e.g. CLUSTER_AUTHORIZATION_FAILED from InitProducerId.)"""
+    deadline = time.monotonic() + timeout
+    while len(producer) and time.monotonic() < deadline:
+        try:
+            producer.poll(0.1)
+        except SystemError:
+            time.sleep(0.1)
+    return len(producer)
+
+
+def _future(fut, timeout: float = STEP_TIMEOUT) -> tuple[Any, str | None]:
+    """(result, None) or (None, error name) of an Admin API future."""
+    try:
+        return fut.result(timeout=timeout), None
+    except KafkaException as exc:
+        return None, error_name(exc)
+    except TimeoutError:
+        return None, "HARNESS_TIMEOUT"
+
+
+# --------------------------------------------------------------------------- raw requests
+
+
+def _raw_client(profile: Profile, api_versions: bool = True):
+    """A RawClient connected to the profile's bootstrap: ApiVersions first, as every client
+    does (`api_versions=False` skips it: then the next request is the connection's first),
+    then SASL/PLAIN if the profile has credentials."""
+    from tests.fixtures.rawclient import RawClient, request_entity
+
+    client = RawClient(profile.bootstrap.split(",")[0], timeout=STEP_TIMEOUT)
+    if api_versions:
+        av = client.request(
+            request_entity(
+                18, 3, client_software_name="aclgate-equivalence", client_software_version="1"
+            )
+        )
+        if av.error_code:
+            raise RuntimeError(f"ApiVersions failed: {error_name(int(av.error_code))}")
+    if profile.sasl:
+        mechanism, user, password = profile.sasl
+        if mechanism != "PLAIN":
+            raise ValueError("raw requests authenticate with SASL/PLAIN only")
+        hs = client.request(request_entity(17, 1, mechanism="PLAIN"))
+        if hs.error_code:
+            raise RuntimeError(f"SaslHandshake failed: {error_name(int(hs.error_code))}")
+        auth = client.request(request_entity(36, 2, auth_bytes=f"\0{user}\0{password}".encode()))
+        if auth.error_code:
+            raise RuntimeError(f"SaslAuthenticate failed: {error_name(int(auth.error_code))}")
+    return client
+
+
+def _find_coordinator(client, key_type: int, key: str, deadline: float) -> str | None:
+    """FindCoordinator v4 (0 = group, 1 = transaction) until it answers or fails for good,
+    as every client does (it also creates __consumer_offsets / __transaction_state on a fresh
+    cluster); None when found, else "FindCoordinator: <error>". Single-node clusters only:
+    the coordinator is the node the client is connected to."""
+    from kio.static.primitive import i8
+
+    from tests.fixtures.rawclient import request_entity
+
+    find = request_entity(10, 4, key_type=i8(key_type), coordinator_keys=(key,))
+    while True:
+        name = error_name(int(client.request(find).coordinators[0].error_code))
+        if name == "NONE":
+            return None
+        if name not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
+            return f"FindCoordinator: {name}"
+        time.sleep(0.2)
+
+
+def _batch(values: Sequence[str]) -> bytes:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i, v in enumerate(values):
+        b.append(i, timestamp=None, key=None, value=v.encode(), headers=[])
+    return bytes(b.build())
+
+
+def _decode_records(data: bytes | None) -> list[str]:
+    from kafka.record import MemoryRecords
+
+    out: list[str] = []
+    if not data:
+        return out
+    records = MemoryRecords(bytes(data))
+    while records.has_next():
+        batch = records.next_batch()
+        if batch is None:
+            break
+        for r in batch:
+            out.append(f"@{r.offset}={r.value.decode() if r.value is not None else None}")
+    return out
+
+
+_OPS = {
+    2: "ALL",
+    3: "READ",
+    4: "WRITE",
+    5: "CREATE",
+    6: "DELETE",
+    7: "ALTER",
+    8: "DESCRIBE",
+    9: "CLUSTER_ACTION",
+    10: "DESCRIBE_CONFIGS",
+    11: "ALTER_CONFIGS",
+    12: "IDEMPOTENT_WRITE",
+    13: "CREATE_TOKENS",
+    14: "DESCRIBE_TOKENS",
+}
+
+
+def authorized_ops(bits: int) -> list[str] | str:
+    """Kafka's authorized-operations bitfield as operation names."""
+    if bits == -(2**31):
+        return "NOT_REQUESTED"
+    return [name for bit, name in _OPS.items() if bits & (1 << bit)]
+
+
+# --------------------------------------------------------------------------- clients
+
+
+class Client:
+    """The operations a step can perform as one principal; each returns a normalized outcome
+    (names still real: the Run strips the namespace afterwards)."""
+
+    def __init__(self, profile: Profile, ns: Namespace) -> None:
+        self.profile, self.ns = profile, ns
+        self._admin_client: AdminClient | None = None
+
+    def t(self, logical: str) -> str:
+        return self.ns.real(logical)
+
+    # ------------------------------------------------------------ produce / consume
+
+    def produce(
+        self,
+        topic: str,
+        values: Sequence[str],
+        *,
+        partition: int = 0,
+        idempotent: bool = False,
+        **config: Any,
+    ) -> dict[str, Any]:
+        """Produce `values` to one partition; per value the delivery ("p0@3") or error name,
+        plus errors the producer raised on its own (error_cb), e.g. a fatal idempotence error."""
+        errors: list[str] = []
+        producer = Producer(
+            self.profile.client_config(
+                **{
+                    "enable.idempotence": idempotent,
+                    "message.timeout.ms": int(STEP_TIMEOUT * 1000) - 5000,
+                    "linger.ms": 5,
+                    "error_cb": lambda e: errors.append(error_name(e)),
+                    **config,
+                }
+            )
+        )
+        delivered: dict[int, str] = {}
+
+        def report(i: int):
+            def cb(err, msg):
+                delivered[i] = error_name(err) if err else f"p{msg.partition()}@{msg.offset()}"
+
+            return cb
+
+        for i, v in enumerate(values):
+            try:
+                producer.produce(
+                    self.t(topic), v.encode(), partition=partition, on_delivery=report(i)
+                )
+            except (KafkaException, BufferError) as exc:
+                delivered[i] = f"produce() raised {error_name(exc)}"
+        remaining = _drain(producer, STEP_TIMEOUT)
+        out: dict[str, Any] = {
+            "delivery": [delivered.get(i, "NO_DELIVERY_REPORT") for i in range(len(values))]
+        }
+        client_errors = sorted(set(errors) - TRANSIENT_ERRORS)  # normalization "timing"
+        if client_errors:
+            out["client_errors"] = client_errors
+        if remaining:
+            out["undelivered"] = remaining
+        return out
+
+    def consume(
+        self,
+        topics: str | Sequence[str],
+        group: str,
+        want: int,
+        *,
+        commit: bool = True,
+        **config: Any,
+    ) -> dict[str, Any]:
+        """Subscribe in `group`, poll until `want` records or the first error (or timeout),
+        then commit synchronously. Records as "topic:p0@3=value"."""
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        settings: dict[str, Any] = {
+            "group.id": self.t(group),
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **config,
+        }
+        if settings.get("group.protocol") != "consumer":
+            settings.setdefault("session.timeout.ms", SESSION_TIMEOUT_MS)
+        consumer = Consumer(self.profile.client_config(**settings))
+        records: list[str] = []
+        error: str | None = None
+        try:
+            consumer.subscribe([self.t(t) for t in topics])
+            deadline = time.monotonic() + STEP_TIMEOUT - 5
+            while len(records) < want and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error():
+                    name = error_name(msg.error())
+                    if name in TRANSIENT_ERRORS:  # normalization "timing"
+                        continue
+                    error = name
+                    break
+                records.append(
+                    f"{msg.topic()}:p{msg.partition()}@{msg.offset()}={msg.value().decode()}"
+                )
+            out: dict[str, Any] = {"records": sorted(records), "error": error}
+            if len(records) < want and error is None:
+                out["error"] = "HARNESS_TIMEOUT"
+            if commit and records:
+                try:
+                    consumer.commit(asynchronous=False)
+                    out["commit"] = "ok"
+                except KafkaException as exc:
+                    out["commit"] = error_name(exc)
+            return out
+        finally:
+            consumer.close()
+
+    def transaction(
+        self,
+        txn_id: str,
+        topic: str,
+        values: Sequence[str],
+        *,
+        commit: bool = True,
+        offsets_group: str | None = None,
+    ) -> dict[str, Any]:
+        """init_transactions, begin, produce `values`, (send offsets), commit or abort; each
+        phase's outcome; stops at the first failing phase."""
+        out: dict[str, Any] = {}
+        errors: list[str] = []
+        producer = Producer(
+            self.profile.client_config(
+                **{
+                    "transactional.id": self.t(txn_id),
+                    "transaction.timeout.ms": 30000,
+                    "message.timeout.ms": int(STEP_TIMEOUT * 1000) - 5000,
+                    "error_cb": lambda e: errors.append(error_name(e)),
+                }
+            )
+        )
+        delivered: dict[int, str] = {}
+
+        def phase(name: str, fn: Callable[[], Any]) -> bool:
+            try:
+                fn()
+                out[name] = "ok"
+                return True
+            except KafkaException as exc:
+                out[name] = error_name(exc)
+                return False
+
+        def produce_all() -> None:
+            for i, v in enumerate(values):
+
+                def cb(err, msg, i=i):
+                    delivered[i] = error_name(err) if err else f"p{msg.partition()}@{msg.offset()}"
+
+                producer.produce(self.t(topic), v.encode(), partition=0, on_delivery=cb)
+            _drain(producer, STEP_TIMEOUT - 5)
+            out["delivery"] = [delivered.get(i, "NO_DELIVERY_REPORT") for i in range(len(values))]
+
+        ok = phase("init", lambda: producer.init_transactions(STEP_TIMEOUT))
+        ok = ok and phase("begin", producer.begin_transaction)
+        ok = ok and phase("produce", produce_all)
+        if ok and offsets_group:
+            # group metadata comes from a consumer of that group (it never contacts Kafka)
+            member = Consumer(self.profile.client_config(**{"group.id": self.t(offsets_group)}))
+            try:
+                ok = phase(
+                    "send_offsets",
+                    lambda: producer.send_offsets_to_transaction(
+                        [TopicPartition(self.t(topic), 0, len(values))],
+                        member.consumer_group_metadata(),
+                        STEP_TIMEOUT,
+                    ),
+                )
+            finally:
+                member.close()
+        if ok:
+            if commit:
+                phase("commit", lambda: producer.commit_transaction(STEP_TIMEOUT))
+            else:
+                phase("abort", lambda: producer.abort_transaction(STEP_TIMEOUT))
+        client_errors = sorted(set(errors) - TRANSIENT_ERRORS)
+        if client_errors:
+            out["client_errors"] = client_errors
+        return out
+
+    # ------------------------------------------------------------ raw requests
+
+    def raw_produce(
+        self, batches: Mapping[str, Sequence[str]], acks: int = -1, *, first: bool = False
+    ) -> dict:
+        """ONE Produce request (v9) with a batch per topic (partition 0): the per-topic
+        partition results ("@base_offset" or error name). acks=0: whether the peer closed
+        the connection within 3 s. `first`: no ApiVersions before it (PLAINTEXT only)."""
+        from kio.static.primitive import i16, i32, i32Timedelta
+
+        from tests.fixtures.rawclient import module, request_entity
+
+        m = module(0, 9)
+        req = request_entity(
+            0,
+            9,
+            acks=i16(acks),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+            topic_data=tuple(
+                m.TopicProduceData(
+                    name=self.t(topic),
+                    partition_data=(m.PartitionProduceData(index=i32(0), records=_batch(vals)),),
+                )
+                for topic, vals in batches.items()
+            ),
+        )
+        with _raw_client(self.profile, api_versions=not first) as client:
+            if acks == 0:  # no response; a denial closes the connection (as the broker does)
+                client.send(req)
+                return {"connection_closed": client.is_closed_by_peer(timeout=3.0)}
+            resp = client.request(req)
+        return {
+            r.name: {
+                f"p{p.index}": f"@{p.base_offset}"
+                if p.error_code == 0
+                else error_name(p.error_code)
+                for p in r.partition_responses
+            }
+            for r in resp.responses
+        }
+
+    def raw_fetch(self, topics: Sequence[str]) -> dict:
+        """ONE sessionless Fetch request (v12) for partition 0 of each topic from offset 0:
+        per topic the error name and the records."""
+        from kio.static.primitive import i32, i32Timedelta, i64
+
+        from tests.fixtures.rawclient import module, request_entity
+
+        m = module(1, 12)
+        req = request_entity(
+            1,
+            12,
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=200)),
+            min_bytes=i32(1),
+            topics=tuple(
+                m.FetchTopic(
+                    topic=self.t(t),
+                    partitions=(
+                        m.FetchPartition(
+                            partition=i32(0),
+                            fetch_offset=i64(0),
+                            log_start_offset=i64(-1),
+                            partition_max_bytes=i32(1 << 20),
+                        ),
+                    ),
+                )
+                for t in topics
+            ),
+            forgotten_topics_data=(),
+        )
+        with _raw_client(self.profile) as client:
+            resp = client.request(req)
+        out: dict[str, Any] = {}
+        if resp.error_code:
+            out["error"] = error_name(int(resp.error_code))
+        for r in resp.responses:
+            for p in r.partitions:
+                out[f"{r.topic}:p{p.partition_index}"] = {
+                    "error": error_name(int(p.error_code)),
+                    "high_watermark": p.high_watermark,
+                    "records": _decode_records(p.records),
+                }
+        return out
+
+    def raw_metadata(
+        self, topics: Sequence[str] | None = None, *, auto_create: bool = False
+    ) -> dict:
+        """Metadata v12: brokers (ids only), and per topic of the run's namespace its error,
+        partition count and authorized operations."""
+        from tests.fixtures.rawclient import module, request_entity
+
+        m = module(3, 12)
+        req = request_entity(
+            3,
+            12,
+            topics=None
+            if topics is None
+            else tuple(m.MetadataRequestTopic(name=self.t(t), topic_id=None) for t in topics),
+            allow_auto_topic_creation=auto_create,
+            include_topic_authorized_operations=True,
+        )
+        with _raw_client(self.profile) as client:
+            resp = client.request(req)
+        out: dict[str, Any] = {"brokers": sorted(int(b.node_id) for b in resp.brokers)}
+        for t in resp.topics:
+            if t.name is None or not self.ns.owns(t.name):  # normalization "foreign"
+                continue
+            out[t.name] = {
+                "error": error_name(int(t.error_code)),
+                "partitions": len(t.partitions),
+                "internal": t.is_internal,
+                "authorized_operations": authorized_ops(int(t.topic_authorized_operations)),
+            }
+        return out
+
+    def raw_init_producer_id(self, txn_id: str | None = None) -> str:
+        """InitProducerId v4 (idempotent when `txn_id` is None): the error name. With a
+        transactional id, FindCoordinator v4 first, as every client does (it also creates
+        __transaction_state on a fresh cluster); its error, if any, is the outcome."""
+        from kio.static.primitive import i16, i32Timedelta, i64
+
+        from tests.fixtures.rawclient import request_entity
+
+        req = request_entity(
+            22,
+            4,
+            transactional_id=None if txn_id is None else self.t(txn_id),
+            transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            producer_id=i64(-1),
+            producer_epoch=i16(-1),
+        )
+        deadline = time.monotonic() + STEP_TIMEOUT - 5
+        with _raw_client(self.profile) as client:
+            if txn_id is not None:
+                failed = _find_coordinator(client, 1, self.t(txn_id), deadline)
+                if failed:
+                    return failed
+            while True:
+                name = error_name(int(client.request(req).error_code))
+                if name not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
+                    return name
+                time.sleep(0.2)
+
+    def raw_commit_offsets(self, group: str, offsets: Mapping[str, int]) -> Any:
+        """FindCoordinator, then OffsetCommit v8 outside any generation (generation -1, no
+        member: what admin tools send) for partition 0 of each topic: per-partition errors,
+        or the FindCoordinator error."""
+        from kio.static.primitive import i32, i64
+
+        from tests.fixtures.rawclient import module, request_entity
+
+        m = module(8, 8)
+        req = request_entity(
+            8,
+            8,
+            group_id=self.t(group),
+            generation_id_or_member_epoch=i32(-1),
+            member_id="",
+            group_instance_id=None,
+            topics=tuple(
+                m.OffsetCommitRequestTopic(
+                    name=self.t(t),
+                    partitions=(
+                        m.OffsetCommitRequestPartition(
+                            partition_index=i32(0),
+                            committed_offset=i64(o),
+                            committed_leader_epoch=i32(-1),
+                            committed_metadata="",
+                        ),
+                    ),
+                )
+                for t, o in offsets.items()
+            ),
+        )
+        deadline = time.monotonic() + STEP_TIMEOUT - 5
+        with _raw_client(self.profile) as client:
+            failed = _find_coordinator(client, 0, self.t(group), deadline)
+            if failed:
+                return failed
+            while True:
+                resp = client.request(req)
+                errors = {
+                    f"{t.name}:p{p.partition_index}": error_name(int(p.error_code))
+                    for t in resp.topics
+                    for p in t.partitions
+                }
+                retry = set(errors.values()) & RETRIABLE_COORDINATOR_ERRORS
+                if not retry or time.monotonic() > deadline:
+                    return errors
+                time.sleep(0.2)
+
+    # ------------------------------------------------------------ admin
+
+    def _admin(self) -> AdminClient:
+        """This step's AdminClient; kept on the Client, as futures die with their client."""
+        if self._admin_client is None:
+            self._admin_client = AdminClient(self.profile.client_config())
+        return self._admin_client
+
+    def create_topics(self, names: Sequence[str], partitions: int = 1) -> dict[str, str]:
+        futures = self._admin().create_topics(
+            [NewTopic(self.t(n), partitions, 1) for n in names],
+            operation_timeout=STEP_TIMEOUT - 5,
+            request_timeout=STEP_TIMEOUT,
+        )
+        return {name: _future(f)[1] or "ok" for name, f in futures.items()}
+
+    def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
+        futures = self._admin().delete_topics(
+            [self.t(n) for n in names],
+            operation_timeout=STEP_TIMEOUT - 5,
+            request_timeout=STEP_TIMEOUT,
+        )
+        return {name: _future(f)[1] or "ok" for name, f in futures.items()}
+
+    def describe_configs(self, topic: str, keys: Sequence[str] = ("cleanup.policy",)) -> Any:
+        from confluent_kafka.admin import ConfigResource
+
+        res = ConfigResource("TOPIC", self.t(topic))
+        result, err = _future(self._admin().describe_configs([res])[res])
+        if err:
+            return err
+        return {k: result[k].value for k in keys if k in result}
+
+    def list_topics(self) -> Any:
+        """AdminClient.list_topics(): the run's topics that are listed, without errors."""
+        try:
+            md = self._admin().list_topics(timeout=STEP_TIMEOUT)
+        except KafkaException as exc:
+            return error_name(exc)
+        return sorted(
+            t for t, tm in md.topics.items() if self.ns.owns(t) and tm.error is None
+        )  # normalization "foreign"
+
+    def list_groups(self) -> Any:
+        result, err = _future(self._admin().list_consumer_groups(request_timeout=STEP_TIMEOUT))
+        if err:
+            return err
+        out: dict[str, Any] = {
+            "groups": sorted(g.group_id for g in result.valid if self.ns.owns(g.group_id))
+        }
+        if result.errors:
+            out["errors"] = sorted(error_name(e) for e in result.errors)
+        return out
+
+    def describe_groups(self, groups: Sequence[str]) -> dict[str, Any]:
+        futures = self._admin().describe_consumer_groups(
+            [self.t(g) for g in groups],
+            request_timeout=STEP_TIMEOUT,
+            include_authorized_operations=True,
+        )
+        out: dict[str, Any] = {}
+        for name, f in futures.items():
+            result, err = _future(f)
+            out[name] = err or {
+                "state": result.state.name,
+                "members": len(result.members),
+                "authorized_operations": sorted(
+                    op.name for op in (result.authorized_operations or [])
+                ),
+            }
+        return out
+
+    def delete_groups(self, groups: Sequence[str]) -> dict[str, str]:
+        futures = self._admin().delete_consumer_groups(
+            [self.t(g) for g in groups], request_timeout=STEP_TIMEOUT
+        )
+        return {name: _future(f)[1] or "ok" for name, f in futures.items()}
+
+    def group_offsets(self, group: str) -> Any:
+        """list_consumer_group_offsets: committed offsets by "topic:p0", or the error."""
+        fut = self._admin().list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(self.t(group))], request_timeout=STEP_TIMEOUT
+        )[self.t(group)]
+        result, err = _future(fut)
+        if err:
+            return err
+        return {
+            f"{tp.topic}:p{tp.partition}": tp.offset if tp.error is None else error_name(tp.error)
+            for tp in result.topic_partitions
+        }
+
+    def list_offsets(self, topics: Sequence[str], spec: str = "latest") -> dict[str, Any]:
+        """ListOffsets for partition 0 of each topic (one request): offset or error name."""
+        tps = {TopicPartition(self.t(t), 0): getattr(OffsetSpec, spec)() for t in topics}
+        futures = self._admin().list_offsets(tps, request_timeout=STEP_TIMEOUT)
+        out: dict[str, Any] = {}
+        for tp, f in futures.items():
+            result, err = _future(f)
+            out[f"{tp.topic}:p{tp.partition}"] = err or result.offset
+        return out
+
+    def commit_offsets(self, group: str, offsets: Mapping[str, int]) -> Any:
+        """OffsetCommit outside any generation (the group is created empty if new) for
+        partition 0 of each topic: "ok" or the error name."""
+        c = Consumer(
+            self.profile.client_config(**{"group.id": self.t(group), "enable.auto.commit": False})
+        )
+        try:
+            result = c.commit(
+                offsets=[TopicPartition(self.t(t), 0, o) for t, o in offsets.items()],
+                asynchronous=False,
+            )
+        except KafkaException as exc:
+            return error_name(exc)
+        finally:
+            c.close()
+        errors = sorted({error_name(tp.error) for tp in result or [] if tp.error})
+        return errors or "ok"
+
+    def describe_cluster(self) -> Any:
+        result, err = _future(
+            self._admin().describe_cluster(
+                include_authorized_operations=True, request_timeout=STEP_TIMEOUT
+            )
+        )
+        if err:
+            return err
+        return {
+            "nodes": sorted(n.id for n in result.nodes),
+            "controller": result.controller.id if result.controller else None,
+            "authorized_operations": sorted(op.name for op in (result.authorized_operations or [])),
+        }
+
+
+class Observer(Client):
+    """The super user, straight to the cluster: setup (not compared) and ground truth."""
+
+    def __init__(self, config: Mapping[str, Any], ns: Namespace) -> None:
+        super().__init__(Profile("observer", config["bootstrap.servers"], config), ns)
+
+    def create_topic(self, name: str, partitions: int = 1, records: Sequence[str] = ()) -> None:
+        admin = self._admin()
+        admin.create_topics([NewTopic(self.t(name), partitions, 1)])[self.t(name)].result(
+            STEP_TIMEOUT
+        )
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while True:
+            md = admin.list_topics(topic=self.t(name), timeout=STEP_TIMEOUT)
+            tm = md.topics.get(self.t(name))
+            if (
+                tm is not None
+                and tm.error is None
+                and len(tm.partitions) == partitions
+                and all(p.leader >= 0 for p in tm.partitions.values())
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} not ready")
+            time.sleep(0.05)
+        if records:
+            p = Producer(self.profile.client_config(**{"linger.ms": 0}))
+            for v in records:
+                p.produce(self.t(name), v.encode(), partition=0)
+            if p.flush(STEP_TIMEOUT):
+                raise TimeoutError(f"records for {name} not delivered")
+
+    def records(self, topic: str, partition: int = 0) -> list[str]:
+        """Every record in the partition ("@offset=value"), read up to the high watermark."""
+        c = Consumer(
+            self.profile.client_config(
+                **{"group.id": f"{self.ns.prefix}observer", "enable.auto.commit": False}
+            )
+        )
+        try:
+            tp = TopicPartition(self.t(topic), partition)
+            lo, hi = c.get_watermark_offsets(tp, timeout=STEP_TIMEOUT)
+            out: list[str] = []
+            if hi <= lo:
+                return out
+            c.assign([TopicPartition(self.t(topic), partition, lo)])
+            deadline = time.monotonic() + STEP_TIMEOUT
+            while time.monotonic() < deadline:
+                msg = c.poll(0.2)
+                if msg is not None and not msg.error():
+                    out.append(f"@{msg.offset()}={msg.value().decode()}")
+                # the position passes transaction markers, which poll() never returns
+                if c.position([TopicPartition(self.t(topic), partition)])[0].offset >= hi:
+                    break
+            return out
+        finally:
+            c.close()
+
+    def topic_exists(self, topic: str, wait: float = 0.0) -> bool:
+        """Whether the topic exists (waiting up to `wait` seconds for it to appear)."""
+        admin = self._admin()
+        deadline = time.monotonic() + wait
+        while True:
+            md = admin.list_topics(timeout=STEP_TIMEOUT)
+            if self.t(topic) in md.topics:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class Outcome:
+    step: str
+    principal: str
+    result: Any
+    seconds: float = 0.0
+
+
+class Run:
+    """One execution of a script against one target."""
+
+    def __init__(self, target: Target, env: Env, ns: Namespace) -> None:
+        self.target, self.env, self.ns = target, env, ns
+        self.observer = Observer(env.observer, ns)
+        self.outcomes: list[Outcome] = []
+
+    def step(self, name: str, principal: str, action: Callable[[Client], Any]) -> Any:
+        """Perform `action` as `principal`; record and return the normalized outcome."""
+        profile = self.env.profiles[principal]
+        return self._record(name, principal, lambda: action(Client(profile, self.ns)))
+
+    def observe(self, name: str, action: Callable[[Observer], Any]) -> Any:
+        """Read ground truth as the observer; recorded and compared like a step."""
+        return self._record(name, "observer", lambda: action(self.observer))
+
+    def _record(self, name: str, principal: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.monotonic()
+        try:
+            result = fn()
+        except KafkaException as exc:
+            result = {"exception": error_name(exc)}
+        except (OSError, RuntimeError, ValueError, AssertionError) as exc:
+            result = {"exception": f"{type(exc).__name__}: {self.ns.logical(str(exc))}"}
+        result = json.loads(json.dumps(self.ns.logical(result), sort_keys=True, default=str))
+        self.outcomes.append(Outcome(name, principal, result, time.monotonic() - t0))
+        return result
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named script: ACLs in force for the whole run, and the steps."""
+
+    name: str
+    doc: str
+    script: Callable[[Run], None]
+    acls: tuple[Acl, ...] = ()
+    principals: tuple[str, ...] = ("User:ANONYMOUS",)
+    xfail: str | None = None  # a known proxy difference: the exact difference and the file
+
+
+@dataclass
+class Comparison:
+    scenario: Scenario
+    reference: Target
+    candidate: Target
+    left: list[Outcome]
+    right: list[Outcome]
+    seconds: float
+
+    @property
+    def rows(self) -> list[tuple[Outcome | None, Outcome | None]]:
+        return list(itertools.zip_longest(self.left, self.right))
+
+    def differences(self) -> list[tuple[Outcome | None, Outcome | None]]:
+        out = []
+        for a, b in self.rows:
+            if (
+                a is None
+                or b is None
+                or (a.step, a.principal, a.result) != (b.step, b.principal, b.result)
+            ):
+                out.append((a, b))
+        return out
+
+    @property
+    def equal(self) -> bool:
+        return not self.differences()
+
+    def render(self, width: int = 120, only_differences: bool = False) -> str:
+        return render_diff(self, width, only_differences)
+
+
+def run_scenario(scenario: Scenario, reference: Target, candidate: Target) -> Comparison:
+    """Run the script against both targets (reference first) and pair the outcomes."""
+    t0 = time.monotonic()
+    runs = []
+    for target in (reference, candidate):
+        ns = Namespace(scenario.name, target.key)
+        with target.open(scenario.acls, ns) as env:
+            missing = set(scenario.principals) - set(env.profiles)
+            if missing:
+                raise ValueError(f"{target.label} has no profile for {sorted(missing)}")
+            run = Run(target, env, ns)
+            try:
+                scenario.script(run)
+            finally:
+                # librdkafka handles caught in reference cycles would outlive the target and
+                # log reconnect failures once a proxy is gone: free them while it is up
+                gc.collect()
+            runs.append(run.outcomes)
+    return Comparison(scenario, reference, candidate, runs[0], runs[1], time.monotonic() - t0)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+
+
+def _pretty(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    text = json.dumps(value, sort_keys=True, indent=1)
+    compact = json.dumps(value, sort_keys=True)
+    return [compact] if len(compact) <= 56 else text.splitlines()
+
+
+def render_diff(c: Comparison, width: int = 120, only_differences: bool = False) -> str:
+    """Readable side by side: one line per equal step, both outcomes for a differing one."""
+    col = (width - 6) // 2
+    diffs = c.differences()
+    head = (
+        f"scenario {c.scenario.name}: "
+        + (f"{len(diffs)} of {len(c.rows)} steps differ" if diffs else "no difference")
+        + f" ({c.seconds:.1f}s)"
+    )
+    lines = [head, f"  left  = {c.reference.label}", f"  right = {c.candidate.label}"]
+    if c.scenario.acls:
+        lines.append("  ACLs:")
+        lines += [f"    {a.describe()}" for a in c.scenario.acls]
+    for n, (a, b) in enumerate(c.rows, 1):
+        some = a or b
+        assert some is not None
+        same = (a, b) not in diffs
+        if same and only_differences:
+            continue
+        slow = max(o.seconds for o in (a, b) if o is not None)
+        took = f" ({slow:.1f}s)" if slow >= 2 else ""
+        title = f"{n:>2} {some.step} [{some.principal.removeprefix('User:')}]{took}"
+        if same:
+            summary = some.result if isinstance(some.result, str) else _compact(some.result)
+            summary = textwrap.shorten(summary, width - len(title) - 8, placeholder=" …")
+            lines.append(f"  = {title}: {summary}")
+            continue
+        lines.append(f"  ≠ {title}")
+        if a and b and (a.step, a.principal) != (b.step, b.principal):
+            lines.append(f"      right side ran step {b.step!r} as {b.principal} here")
+        left = _pretty(a.result) if a else ["<no such step>"]
+        right = _pretty(b.result) if b else ["<no such step>"]
+        left = [w for line in left for w in (textwrap.wrap(line, col) or [""])]
+        right = [w for line in right for w in (textwrap.wrap(line, col) or [""])]
+        matcher = difflib.SequenceMatcher(a=left, b=right, autojunk=False)
+        lines.append(f"      {'left (' + c.reference.key + ')':<{col}} | right ({c.candidate.key})")
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            ls, rs = left[i1:i2], right[j1:j2]
+            for x, y in itertools.zip_longest(ls, rs, fillvalue=""):
+                mark = "|" if tag == "equal" else "≠"
+                lines.append(f"      {x:<{col}} {mark} {y}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "CLUSTER",
+    "NORMALIZATIONS",
+    "Acl",
+    "Client",
+    "Comparison",
+    "Env",
+    "KafkaTarget",
+    "Namespace",
+    "Observer",
+    "Profile",
+    "ProxyTarget",
+    "Run",
+    "Scenario",
+    "Target",
+    "allow",
+    "deny",
+    "error_name",
+    "run_scenario",
+]

@@ -1,0 +1,58 @@
+"""Equivalence: every scenario gives the same per-step outcomes on Apache Kafka and aclgate.
+
+A failure prints the side-by-side diff (tests/equivalence/harness.py); docs/equivalence.md
+explains the scenarios, the normalizations and the known differences.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+
+import pytest
+
+from tests.equivalence.harness import Scenario, run_scenario
+from tests.equivalence.scenarios import ANON_SCENARIOS, OPEN, SASL_SCENARIOS
+
+pytestmark = pytest.mark.kafka
+WATCHDOG_SECONDS = 300
+
+
+def _params(scenarios: list[Scenario]):
+    return [
+        pytest.param(
+            s,
+            id=s.name,
+            marks=[pytest.mark.xfail(strict=True, reason=s.xfail)] if s.xfail else [],
+        )
+        for s in scenarios
+    ]
+
+
+def _check(scenario: Scenario, targets) -> None:
+    # every step is bounded (STEP_TIMEOUT); should a client library still block, say where
+    faulthandler.dump_traceback_later(WATCHDOG_SECONDS)
+    try:
+        comparison = run_scenario(scenario, *targets)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    report = comparison.render()
+    print(report)
+    assert comparison.equal, "\n" + report
+
+
+@pytest.mark.parametrize("scenario", _params(OPEN))
+def test_no_authorization(scenario, open_targets):
+    """Issue 3: through the transparent proxy every step equals direct access to Kafka."""
+    _check(scenario, open_targets)
+
+
+@pytest.mark.parametrize("scenario", _params(ANON_SCENARIOS))
+def test_anonymous_with_acls(scenario, anon_targets):
+    """Issue 5: User:ANONYMOUS with the same ACLs, Kafka's StandardAuthorizer vs. aclgate."""
+    _check(scenario, anon_targets)
+
+
+@pytest.mark.parametrize("scenario", _params(SASL_SCENARIOS))
+def test_sasl_principals(scenario, sasl_targets):
+    """The multi-principal matrix: alice/bob/charlie over SASL on both sides."""
+    _check(scenario, sasl_targets)
