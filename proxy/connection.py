@@ -68,6 +68,8 @@ class ClientConnection(asyncio.Protocol):
         self._connect_task: asyncio.Task | None = None
         #: requests the session forwarded before the upstream connection was up
         self._early: list[bytes] = []
+        #: False after a protocol violation: then nothing more goes upstream
+        self._deliver_early = True
         #: bytes of a PROXY protocol header still being collected (None: not expected)
         self._proxy_header: bytearray | None = None
         self._first_data = True
@@ -196,6 +198,11 @@ class ClientConnection(asyncio.Protocol):
             self.close(f"cannot reach {what} upstream: {'; '.join(errors)}", "upstream_unreachable")
             return
         if self.closed:
+            # closed while connecting (e.g. an acks=0 denial): what the client sent before
+            # the close still reaches the broker, as it would have on a direct connection
+            if self._early:
+                transport.write(b"".join(self._early))
+                self._early.clear()
             transport.close()
             return
         self.upstream = transport
@@ -234,6 +241,8 @@ class ClientConnection(asyncio.Protocol):
         self.closed = True
         if self.session is not None and self.session.auth_failed:
             kind = "authentication_failed"
+        if kind is not None:
+            self._deliver_early = False
         if kind is None:
             log.info("closing connection from %s: %s", self.peer, reason)
         else:
@@ -279,8 +288,9 @@ class ClientConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _teardown(self) -> None:
-        if self._connect_task is not None and not self._connect_task.done():
-            self._connect_task.cancel()
+        connecting = self._connect_task is not None and not self._connect_task.done()
+        if connecting and not (self._early and self._deliver_early):
+            self._connect_task.cancel()  # nothing the broker must still get: give up
         if self.upstream is not None:
             self.upstream.close()
         if self.session is not None:

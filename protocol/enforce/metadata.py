@@ -301,7 +301,10 @@ def _rewrite_topic(ctx: AuthContext, plan: _Plan, mod, topic, raw, v: int) -> by
     ):
         ctx.check(plan.header, CREATE, TOPIC, name)  # audited now that the topic is known missing
         return encode_entity(_topic_error(mod, ErrorCode.topic_authorization_failed, name, None))
-    if not plan.topic_ops or v < 8 or name is None or topic.error_code != ErrorCode.none:
+    # Kafka fills the bitfield on every topic the broker returned, errors included (a missing
+    # topic shows what the principal could do with it); only its own authorization-error
+    # entries keep "not requested"
+    if not plan.topic_ops or v < 8 or name is None:
         return bytes(raw)
     ops = ctx.authorized_operations(TOPIC, name)
     if v >= 9 and raw[-1] != 0:  # tagged fields present: rebuild the entry rather than guess

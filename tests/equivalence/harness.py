@@ -60,6 +60,10 @@ STEP_TIMEOUT = 20.0  # seconds, the most any one step may take
 SESSION_TIMEOUT_MS = 6000  # the smallest Kafka accepts by default
 
 NORMALIZATIONS: dict[str, str] = {
+    "unordered": (
+        "Records written over several independent connections are compared as a sorted list of "
+        "values: nothing orders separate connections against each other, on Kafka either."
+    ),
     "names": (
         "Topic, group and transactional-id names carry a per-run prefix (both runs share "
         "session clusters); outcomes show the logical name the script used."
