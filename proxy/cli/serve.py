@@ -44,6 +44,17 @@ async def _serve(server) -> None:
         await server.close()
 
 
+def tune_gc() -> None:
+    """Move everything loaded at start-up (kio's schemas, the ACL index) out of the
+    collector's way, and collect young objects less often: a request allocates a few dozen
+    short-lived objects, and a gen-0 pass every ~25 requests shows up in tail latency."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 50)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         config = from_args(args)
@@ -55,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
 
     from proxy.server import ProxyServer
 
+    server = ProxyServer(config)
+    tune_gc()
     try:
-        uvloop.run(_serve(ProxyServer(config)))
+        uvloop.run(_serve(server))
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1
