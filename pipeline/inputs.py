@@ -64,6 +64,10 @@ def expand_inputs(paths: Iterable[str]) -> InputFiles:
                         _add(files, str(Path(root, name).resolve()))
         else:
             files.missing.append(raw)
+    # While the proxy compresses a rotated file, NAME.jsonl and NAME.jsonl.gz both exist for a
+    # moment: read the compressed one only, or its lines would count twice.
+    gzipped = {p for p in files.jsonl if p.endswith(".gz")}
+    files.jsonl = [p for p in files.jsonl if p + ".gz" not in gzipped]
     return files
 
 

@@ -8,7 +8,7 @@ little and nothing is lost.
 
 Files rotate by size: the live file is PATH; a full one is renamed to
 PATH-<UTC timestamp>-<sequence>.jsonl and gzipped in the background to .jsonl.gz; at most
-`keep` rotated files are kept. Readers (the Spark pipeline) accept plain and .gz files.
+`keep` rotated files are kept (0, the default, keeps all). Readers (the Spark pipeline) accept plain and .gz files.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class AuditLog:
         path: Path,
         proxy_name: str,
         max_bytes: int = 100 * 1024 * 1024,
-        keep: int = 20,
+        keep: int = 0,
         window: float = 10.0,
         denied_per_second: int = 1000,
         compress: bool = True,
@@ -181,6 +181,8 @@ class AuditLog:
         self._prune()
 
     def _prune(self) -> None:
+        if self.keep <= 0:  # keep everything (the default): the analytics jobs read these
+            return
         rotated = sorted(self.path.parent.glob(f"{self.path.stem}-*.jsonl*"))
         rotated = [p for p in rotated if not p.name.endswith(".tmp")]
         for old in rotated[: max(0, len(rotated) - self.keep)]:

@@ -234,7 +234,11 @@ class ProxyConfig:
         help="rotate the audit file at this size (default 100MiB)",
     )
     audit_keep: int = _setting(
-        20, parse=int, metavar="N", help="rotated audit files to keep (default 20)"
+        0,
+        parse=int,
+        metavar="N",
+        help="rotated audit files to keep, oldest deleted first (default 0: keep all; the "
+        "analytics jobs read them, so delete them yourself once processed)",
     )
     audit_window: float = _setting(
         10.0,
