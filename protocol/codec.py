@@ -69,19 +69,24 @@ def decode_response(frame: bytes | memoryview, api_key: int, api_version: int) -
     return body
 
 
-def encode_response(correlation_id: int, body: Any) -> bytes:
-    """A framed response: size, header (v0 or v1 as the class says), body."""
-    header_cls = type(body).__header_schema__
+def framed(prefix: bytes | memoryview, body: Any, error: type[Exception]) -> bytes:
+    """size + `prefix` (header bytes) + the encoded `body`; encoding failures raise `error`."""
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
+    out.write(prefix)
     try:
-        entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
         entity_writer(type(body))(out, body)
     except ENCODE_ERRORS as exc:
-        raise MalformedResponse(f"cannot encode {type(body).__name__}: {exc!r}") from exc
+        raise error(f"cannot encode {type(body).__name__}: {exc!r}") from exc
     data = out.getbuffer()
     _SIZE.pack_into(data, 0, len(data) - 4)
     return bytes(data)
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    """A framed response: size, header (v0 or v1 as the class says), body."""
+    header_cls = type(body).__header_schema__
+    return framed(encode_entity(header_cls(correlation_id=correlation_id)), body, MalformedResponse)
 
 
 def encode_entity(body: Any) -> bytes:
@@ -98,19 +103,10 @@ def frame_with_size(payload: bytes) -> bytes:
 def encode_request(correlation_id: int, body: Any, client_id: str | None = "aclgate") -> bytes:
     """A framed request built by the proxy itself (control connection, upstream SASL)."""
     header_cls = body.__header_schema__
-    out = io.BytesIO()
-    out.write(b"\0\0\0\0")
-    try:
-        header = header_cls(
-            request_api_key=body.__api_key__,
-            request_api_version=body.__version__,
-            correlation_id=correlation_id,
-            client_id=client_id,
-        )
-        entity_writer(header_cls)(out, header)
-        entity_writer(type(body))(out, body)
-    except ENCODE_ERRORS as exc:
-        raise MalformedRequest(f"cannot encode {type(body).__name__}: {exc!r}") from exc
-    data = out.getbuffer()
-    _SIZE.pack_into(data, 0, len(data) - 4)
-    return bytes(data)
+    header = header_cls(
+        request_api_key=body.__api_key__,
+        request_api_version=body.__version__,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    return framed(encode_entity(header), body, MalformedRequest)

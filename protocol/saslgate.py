@@ -236,36 +236,31 @@ def _authenticate_done(
     session: ProxySession, header: RequestHeader, state: SaslState, result: Any
 ) -> None:
     if isinstance(result, SaslException):
-        reauth = state.authenticated
-        message = result.error_message(state.mechanism, reauth)
-        _answer(
-            session,
-            header,
-            ErrorCode.sasl_authentication_failed,
-            error_message=message,
-            auth_bytes=b"",
-        )
-        _fail(session, state, message)
+        _refuse(session, header, state, result.error_message(state.mechanism, state.authenticated))
         return
     if not state.server.complete:
         _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime=_ms(0))
         return
-    lifetime = _lifetime(state)
-    previous = state.principal
-    new = state.server.authorization_id
+    previous, new = state.principal, state.server.authorization_id
     if previous is not None and new != previous:
-        message = reauthentication_principal_error(f"User:{previous}", f"User:{new}").message
-        _answer(
+        _refuse(
             session,
             header,
-            ErrorCode.sasl_authentication_failed,
-            error_message=message,
-            auth_bytes=b"",
+            state,
+            reauthentication_principal_error(f"User:{previous}", f"User:{new}").message,
         )
-        _fail(session, state, message)
         return
+    lifetime = _lifetime(state)
     _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime=_ms(lifetime))
     _succeeded(session, state, lifetime)
+
+
+def _refuse(session: ProxySession, header: RequestHeader, state: SaslState, message: str) -> None:
+    """SASL_AUTHENTICATION_FAILED with Kafka's message, then the delayed close."""
+    _answer(
+        session, header, ErrorCode.sasl_authentication_failed, error_message=message, auth_bytes=b""
+    )
+    _fail(session, state, message)
 
 
 def _ms(milliseconds: int) -> i64Timedelta:

@@ -15,22 +15,20 @@ neither shape are handlers of their own in the family modules, built from the sa
 from __future__ import annotations
 
 import dataclasses
-import io
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_writer
 
 from authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.codec import (
-    ENCODE_ERRORS,
     MalformedResponse,
     decode_request,
     decode_response,
     encode_response,
+    framed,
 )
 from protocol.enforce.build import Aliases, build
 from protocol.enforce.context import AuthContext, NotReady
@@ -143,16 +141,7 @@ def error_body(
 
 def reencode_request(frame: Frame, header: RequestHeader, body: Any) -> bytes:
     """The original header bytes (unknown tags included) with a new body."""
-    out = io.BytesIO()
-    out.write(b"\0\0\0\0")
-    out.write(frame[4 : header.body_offset])
-    try:
-        entity_writer(type(body))(out, body)
-    except ENCODE_ERRORS as exc:
-        raise MalformedRequest(f"cannot re-encode {type(body).__name__}: {exc!r}") from exc
-    data = out.getbuffer()
-    _SIZE.pack_into(data, 0, len(data) - 4)
-    return bytes(data)
+    return framed(frame[4 : header.body_offset], body, MalformedRequest)
 
 
 def merged_response(frame: Frame, slot: Slot, merge: Callable[[Any], Any]) -> bytes:

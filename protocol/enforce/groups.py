@@ -278,6 +278,29 @@ def _filter_groups(session: ProxySession, slot: Slot, frame) -> bytes:
     )
 
 
+def describe_groups(
+    handler: PerEntry, session, ctx, header, frame, request, rewrite, wants_ops
+) -> None:
+    """DescribeGroups and ConsumerGroupDescribe: DESCRIBE per group; denied groups get error
+    entries, the rest go upstream and the answer is rewritten (authorized operations for the
+    client; `wants_ops=False` with nothing denied forwards untouched, None always rewrites)."""
+    groups = getattr(request, handler.array)
+    allowed, denied, _ = handler.split(ctx, header, groups)
+    errors = tuple(handler.error_entry(header, g) for g in denied)
+    if wants_ops is False and not denied:
+        forward(session, header, frame)
+        return
+    if not allowed:
+        answer(session, header, error_body(header, request, ErrorCode.none, groups=errors))
+        return
+    if denied:
+        frame = reencode_request(
+            frame, header, dataclasses.replace(request, **{handler.array: tuple(allowed)})
+        )
+    ops = bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
+    forward(session, header, frame, rewrite, (errors, ops))
+
+
 class DescribeGroupsHandler(PerEntry):
     """Per group DESCRIBE; authorized operations (v3+) recomputed for the client."""
 
@@ -293,21 +316,10 @@ class DescribeGroupsHandler(PerEntry):
         )
 
     def handle(self, session, ctx, header, frame, request):
-        allowed, denied, _ = self.split(ctx, header, request.groups)
         wants_ops = bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
-        errors = tuple(self.error_entry(header, g) for g in denied)
-        if not denied and not wants_ops:
-            forward(session, header, frame)
-            return
-        if not allowed:
-            answer(session, header, error_body(header, request, ErrorCode.none, groups=errors))
-            return
-        body = (
-            reencode_request(frame, header, dataclasses.replace(request, groups=tuple(allowed)))
-            if denied
-            else frame
+        describe_groups(
+            self, session, ctx, header, frame, request, _describe_groups_answer, wants_ops
         )
-        forward(session, header, body, _describe_groups_answer, (errors, wants_ops))
 
     def describe(self) -> str:
         return "`DESCRIBE GROUP[group_id]` per group; v3+ authorized operations computed for the client"
@@ -461,18 +473,10 @@ class ConsumerGroupDescribeHandler(PerEntry):
         )
 
     def handle(self, session, ctx, header, frame, request):
-        allowed, denied, _ = self.split(ctx, header, request.group_ids)
-        errors = tuple(self.error_entry(header, g) for g in denied)
-        if not allowed:
-            answer(session, header, error_body(header, request, ErrorCode.none, groups=errors))
-            return
-        body = (
-            reencode_request(frame, header, dataclasses.replace(request, group_ids=tuple(allowed)))
-            if denied
-            else frame
+        # always answered through the rewrite: Kafka 4.0+ hides groups naming hidden topics
+        describe_groups(
+            self, session, ctx, header, frame, request, _consumer_group_describe_answer, None
         )
-        wants_ops = bool(request.include_authorized_operations) and ctx.enforcing
-        forward(session, header, body, _consumer_group_describe_answer, (errors, wants_ops))
 
 
 def _group_topics(group) -> set[str]:
