@@ -441,12 +441,6 @@ class ProxyConfig:
                 raise ConfigError("OAUTHBEARER needs --sasl-oauthbearer-jwks-file")
         if self.proxy_protocol and not self.proxy_protocol_trusted:
             raise ConfigError("proxy_protocol needs at least one --proxy-protocol-trusted CIDR")
-        if self.proxy_protocol and protocol in ("SSL", "SASL_SSL"):
-            raise ConfigError(
-                f"proxy_protocol is not supported on {protocol} listeners: the PROXY header comes "
-                "before the TLS handshake, which the listener starts on the first byte; use a "
-                "PLAINTEXT or SASL_PLAINTEXT listener behind the load balancer"
-            )
         if self.upstream_security_protocol.startswith("SASL") and not (
             self.upstream_sasl_username and self.upstream_sasl_password_file
         ):

@@ -55,8 +55,19 @@ class UpstreamProtocol(asyncio.Protocol):
 class ClientConnection(asyncio.Protocol):
     """One client connection: owns its upstream connection and its session."""
 
-    def __init__(self, server: ProxyServer, listener: str, node_id: int | None):
+    def __init__(
+        self,
+        server: ProxyServer,
+        listener: str,
+        node_id: int | None,
+        proxied_source: tuple[str, int] | None = None,
+        pre_accepted: bool = False,
+    ):
         self.server = server
+        #: the client address from a PROXY header read before TLS (proxy/proxyaccept.py)
+        self.proxied_source = proxied_source
+        #: the PROXY protocol was already handled at accept time
+        self.pre_accepted = pre_accepted
         self.listener = listener
         self.node_id = node_id
         self.transport: asyncio.Transport | None = None
@@ -95,7 +106,12 @@ class ClientConnection(asyncio.Protocol):
             self.server.session_config, self, self.server.metrics, self.context(principal)
         )
         peer = transport.get_extra_info("peername")
-        if security.trusted_proxies and peer and is_trusted(peer[0], security.trusted_proxies):
+        if self.pre_accepted:
+            self._first_data = False
+            if self.proxied_source is not None:
+                self.session.context.host = java_host_string(self.proxied_source[0])
+                self.peer = f"{self.proxied_source[0]}:{self.proxied_source[1]} (via {self.peer})"
+        elif security.trusted_proxies and peer and is_trusted(peer[0], security.trusted_proxies):
             self._proxy_header = bytearray()
         if security.sasl:
             saslgate.install(self.session, self.server.sasl_config)

@@ -32,6 +32,16 @@ log = logging.getLogger("aclgate")
 BOOTSTRAP = "bootstrap"
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
 def prewarm_kio() -> float:
     """Compile kio's native readers up front: about 2 ms per class on first use otherwise,
     which would land on the first client requests. Returns the seconds it took."""
@@ -61,6 +71,7 @@ class ProxyServer:
         self._dropped_logged: set[int] = set()
         self._pending_listeners: list[asyncio.Task] = []
         self._tasks: list[asyncio.Task] = []
+        self._raw_sockets: list[socket.socket] = []
         self.authorizer = Authorizer(config.super_user, config.allow_everyone_if_no_acl_found)
         self.watcher = AclFileWatcher(config.acl_file, self.authorizer) if config.acl_file else None
         self.audit: AuditLog | None = None
@@ -161,16 +172,21 @@ class ProxyServer:
         log.info("pre-compiled kio readers in %.2fs", prewarm_kio())
         loop = asyncio.get_running_loop()
         host, port = self.config.listen
-        server = await loop.create_server(
-            lambda: ClientConnection(self, BOOTSTRAP, None),
-            host,
-            port,
-            reuse_address=True,
-            backlog=1024,
-            ssl=self.security.ssl_context,
-        )
-        self.servers.append(server)
-        self.bootstrap_address = server.sockets[0].getsockname()[:2]
+        if self._proxy_before_tls:
+            sock = listening_socket(host, port)
+            self._accept_with_proxy_header(sock, BOOTSTRAP, None)
+            self.bootstrap_address = sock.getsockname()[:2]
+        else:
+            server = await loop.create_server(
+                lambda: ClientConnection(self, BOOTSTRAP, None),
+                host,
+                port,
+                reuse_address=True,
+                backlog=1024,
+                ssl=self.security.ssl_context,
+            )
+            self.servers.append(server)
+            self.bootstrap_address = server.sockets[0].getsockname()[:2]
         if self.config.audit_file is not None:
             self.audit = AuditLog(
                 self.config.audit_file,
@@ -208,6 +224,8 @@ class ProxyServer:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
+        for sock in self._raw_sockets:
+            sock.close()
         if self.watcher is not None:
             await self.watcher.stop()
         for server in self.servers:
@@ -271,9 +289,39 @@ class ProxyServer:
 
     # listeners and connections ------------------------------------------------------
 
+    @property
+    def _proxy_before_tls(self) -> bool:
+        """TLS listeners behind a PROXY-protocol load balancer read the header before TLS."""
+        return bool(self.security.tls and self.security.trusted_proxies)
+
+    def _accept_with_proxy_header(
+        self, sock: socket.socket, listener: str, node_id: int | None
+    ) -> None:
+        from proxy.proxyaccept import serve_with_proxy_header
+
+        def refused(peer: str, why: str) -> None:
+            self.metrics.errors.labels("proxy_protocol").inc()
+            log.warning("refused connection from %s: %s", peer, why)
+
+        task = asyncio.get_running_loop().create_task(
+            serve_with_proxy_header(
+                sock,
+                lambda source: ClientConnection(self, listener, node_id, source, pre_accepted=True),
+                self.security.ssl_context,
+                self.security.trusted_proxies,
+                refused,
+            )
+        )
+        self._tasks.append(task)
+        self._raw_sockets.append(sock)
+
     def _open_broker_listener(self, node_id: int, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         listener = f"broker-{node_id}"
+        if self._proxy_before_tls:
+            self._accept_with_proxy_header(sock, listener, node_id)
+            self.metrics.broker_listeners.inc()
+            return
 
         async def serve() -> None:
             server = await loop.create_server(

@@ -34,19 +34,6 @@ def test_incomplete_security_settings_are_refused(settings, message):
         make_config("127.0.0.1:9092", **settings)
 
 
-def test_proxy_protocol_on_a_tls_listener_is_refused(certs):
-    """The PROXY header precedes the TLS handshake, but TLS listeners hand every byte to TLS:
-    the combination cannot work, so it is refused up front instead of failing every
-    handshake."""
-    with pytest.raises(ConfigError, match="proxy_protocol"):
-        make_config(
-            "127.0.0.1:9092",
-            **certs.listener("none"),
-            proxy_protocol=True,
-            proxy_protocol_trusted=["127.0.0.1/32"],
-        )
-
-
 def test_serve_reports_the_problem_and_exits(tmp_path):
     out = subprocess.run(
         [
