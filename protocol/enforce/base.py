@@ -139,6 +139,26 @@ def error_body(
     )
 
 
+def forward_if_cluster(
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    frame: Frame,
+    request: Any,
+    operation: AclOperation,
+    **error_fields: Any,
+) -> None:
+    """A cluster operation checked for the whole request: forward, or answer it with 31."""
+    if ctx.check_cluster(header, operation):
+        forward(session, header, frame)
+    else:
+        answer(
+            session,
+            header,
+            error_body(header, request, ErrorCode.cluster_authorization_failed, **error_fields),
+        )
+
+
 def reencode_request(frame: Frame, header: RequestHeader, body: Any) -> bytes:
     """The original header bytes (unknown tags included) with a new body."""
     return framed(frame[4 : header.body_offset], body, MalformedRequest)

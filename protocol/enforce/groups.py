@@ -15,6 +15,7 @@ from protocol.enforce.base import (
     answer,
     error_body,
     forward,
+    forward_if_cluster,
     merged_response,
     reencode_request,
     rewriter_for_slot,
@@ -278,6 +279,19 @@ def _filter_groups(session: ProxySession, slot: Slot, frame) -> bytes:
     )
 
 
+def group_entries(array: str) -> dict:
+    """PerEntry settings for a request array of group ids described per group."""
+    return {
+        "array": array,
+        "response_array": "groups",
+        "operation": DESCRIBE,
+        "resource_type": GROUP,
+        "name": lambda g: g,
+        "entry_key": "group_id",
+        "doc_name": "group_id",
+    }
+
+
 def describe_groups(
     handler: PerEntry, session, ctx, header, frame, request, rewrite, wants_ops
 ) -> None:
@@ -305,15 +319,7 @@ class DescribeGroupsHandler(PerEntry):
     """Per group DESCRIBE; authorized operations (v3+) recomputed for the client."""
 
     def __init__(self):
-        super().__init__(
-            array="groups",
-            response_array="groups",
-            operation=DESCRIBE,
-            resource_type=GROUP,
-            name=lambda g: g,
-            entry_key="group_id",
-            doc_name="group_id",
-        )
+        super().__init__(**group_entries("groups"))
 
     def handle(self, session, ctx, header, frame, request):
         wants_ops = bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
@@ -366,23 +372,9 @@ class FindCoordinatorHandler(ApiHandler):
             return
         operation, rtype = KEY_TYPES[key_type]
         if rtype == CLUSTER:
-            if ctx.check_cluster(header, operation):
-                forward(session, header, frame)
-            else:
-                answer(
-                    session,
-                    header,
-                    error_body(
-                        header,
-                        request,
-                        ErrorCode.cluster_authorization_failed,
-                        coordinators=self._key_errors(
-                            header, request.coordinator_keys, ErrorCode.cluster_authorization_failed
-                        )
-                        if header.api_version >= 4
-                        else (),
-                    ),
-                )
+            keys = request.coordinator_keys if header.api_version >= 4 else ()
+            errors = self._key_errors(header, keys, ErrorCode.cluster_authorization_failed)
+            forward_if_cluster(session, ctx, header, frame, request, operation, coordinators=errors)
             return
         if header.api_version < 4:
             if ctx.check(header, operation, rtype, request.key):
@@ -456,15 +448,7 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
 
 class ConsumerGroupDescribeHandler(PerEntry):
     def __init__(self):
-        super().__init__(
-            array="group_ids",
-            response_array="groups",
-            operation=DESCRIBE,
-            resource_type=GROUP,
-            name=lambda g: g,
-            entry_key="group_id",
-            doc_name="group_id",
-        )
+        super().__init__(**group_entries("group_ids"))
 
     def describe(self) -> str:
         return (

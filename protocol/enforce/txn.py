@@ -5,7 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from authz.model import AclOperation, ResourceType
-from protocol.enforce.base import ApiHandler, answer, error_body, forward
+from protocol.enforce.base import ApiHandler, answer, error_body, forward, forward_if_cluster
 from protocol.enforce.build import build
 from protocol.enforce.metadata import INTERNAL_TOPICS
 from protocol.versions import response_module
@@ -63,19 +63,9 @@ class AddPartitionsToTxnHandler(ApiHandler):
 
     def handle(self, session, ctx, header, frame, request):
         if header.api_version >= 4:
-            if ctx.check_cluster(header, CLUSTER_ACTION):
-                forward(session, header, frame)
-            else:
-                answer(
-                    session,
-                    header,
-                    error_body(
-                        header,
-                        request,
-                        ErrorCode.cluster_authorization_failed,
-                        results_by_transaction=(),
-                    ),
-                )
+            forward_if_cluster(
+                session, ctx, header, frame, request, CLUSTER_ACTION, results_by_transaction=()
+            )
             return
         txn = request.v3_and_below_transactional_id
         topics = request.v3_and_below_topics
