@@ -1083,8 +1083,18 @@ def _error_lines(path: Path, limit: int = 12) -> str:
             text = f.read(4 * 1024 * 1024).decode(errors="replace")
     except OSError:
         return ""
-    hits = [line for line in text.splitlines() if _ERROR_LINE.search(line)]
-    return "\n".join(hits[:limit])
+    hits: list[str] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        if _ERROR_LINE.search(line):
+            key = line.split("] ", 1)[-1]  # the same error again, at another time
+            if key not in seen:
+                seen.add(key)
+                hits.append(line)
+    if len(hits) > limit:  # the first errors and the fatal ones at exit matter most
+        half = limit // 2
+        hits = [*hits[:half], f"... {len(hits) - limit} more ...", *hits[-(limit - half) :]]
+    return "\n".join(hits)
 
 
 def _tail(path: Path, lines: int = 40) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 
@@ -128,17 +129,41 @@ def test_three_node_round_trip_both_clients(kafka_cluster3, kafka_topic_name):
     assert len(got) == N  # the first N of 2N records on the topic, from the start
 
 
+def _hold_internal_port(size: int = 10) -> tuple[int, socket.socket]:
+    """A base port p for a one-node cluster, with p+1 (its INTERNAL listener) held by us.
+
+    INTERNAL is the listener the start-up probe talks to, so the probe can never see the node
+    ready: the node must exit on the bind failure (taking PLAINTEXT instead raced, INTERNAL
+    could answer the probe before the PLAINTEXT acceptor failed). The block sits below the
+    ephemeral range so a client connection made elsewhere in the suite cannot take one of the
+    node's other ports first.
+    """
+    for _ in range(200):
+        base = random.randrange(20000, 32000, size)
+        held = socket.socket()
+        try:
+            held.bind(("127.0.0.1", base + 1))
+            for p in (base, *range(base + 2, base + size)):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", p))
+        except OSError:
+            held.close()
+            continue
+        held.listen()
+        return base, held
+    raise RuntimeError("no free block of 10 ports in 20000-32000")
+
+
 def test_start_failure_reports_the_node_log(tmp_path):
     require_kafka()
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
+    base, taken = _hold_internal_port()
+    with taken:
         port = taken.getsockname()[1]
-        cluster = KafkaCluster(base_port=port, workdir=tmp_path)  # PLAINTEXT wants `port`
+        cluster = KafkaCluster(base_port=base, workdir=tmp_path)  # INTERNAL wants `port`
         with pytest.raises(KafkaStartError) as exc:
             cluster.start()
     msg = str(exc.value)
     assert "node 1 exited during start-up" in msg
-    assert f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use" in msg
+    assert f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use" in msg, msg
     assert not cluster.nodes[0].alive()
     assert (tmp_path / "node-1" / "server.log").is_file()  # kept for a look
