@@ -181,6 +181,12 @@ class ProxySession:
     def in_flight(self) -> int:
         return len(self._fifo)
 
+    @property
+    def upstream_idle(self) -> bool:
+        """The upstream owes no response (nothing awaited, none half-read): a KIP-368
+        re-authentication may use the connection."""
+        return not (self._awaiting or self._rslot is not None or self._head)
+
     def set_handlers(
         self, handlers: Mapping[int, RequestHandler], allowed: Mapping[int, tuple[int, int]]
     ) -> None:

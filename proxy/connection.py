@@ -19,6 +19,7 @@ from protocol.proxyproto import (
 )
 from protocol.session import ProxySession
 from proxy.upstream import set_nodelay
+from proxy.upstreamreauth import UpstreamReauthenticator
 
 if TYPE_CHECKING:
     from proxy.server import ProxyServer
@@ -38,9 +39,19 @@ class UpstreamProtocol(asyncio.Protocol):
 
     def __init__(self, conn: ClientConnection):
         self.conn = conn
+        #: renews the proxy's SASL login when the cluster limits its lifetime (KIP-368)
+        self.reauth: UpstreamReauthenticator | None = None
 
     def data_received(self, data: bytes) -> None:
-        self.conn.session.upstream_data(data)
+        reauth = self.reauth
+        if reauth is None:
+            self.conn.session.upstream_data(data)
+        elif reauth.active:
+            reauth.feed(data)
+        else:
+            self.conn.session.upstream_data(data)
+            if reauth.due:
+                reauth.maybe_start()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conn.upstream_lost(exc)
@@ -84,6 +95,7 @@ class ClientConnection(asyncio.Protocol):
         #: bytes of a PROXY protocol header still being collected (None: not expected)
         self._proxy_header: bytearray | None = None
         self._first_data = True
+        self._reauth: UpstreamReauthenticator | None = None
 
     # asyncio.Protocol (client side) ------------------------------------------------
 
@@ -194,11 +206,12 @@ class ClientConnection(asyncio.Protocol):
 
     async def _connect_upstream(self) -> None:
         errors = []
-        transport = None
+        transport = protocol = None
+        lifetime_ms = 0
         try:
             for host, port in await self.server.upstream_candidates(self.node_id):
                 try:
-                    transport, _ = await self.server.connector.open(
+                    transport, protocol, lifetime_ms = await self.server.connector.open(
                         host, port, lambda: UpstreamProtocol(self)
                     )
                     break
@@ -222,6 +235,9 @@ class ClientConnection(asyncio.Protocol):
             transport.close()
             return
         self.upstream = transport
+        if lifetime_ms:
+            self._reauth = protocol.reauth = UpstreamReauthenticator(self, transport)
+            self._reauth.schedule(lifetime_ms)
         if self._early:
             transport.write(b"".join(self._early))
             self._early.clear()
@@ -307,6 +323,8 @@ class ClientConnection(asyncio.Protocol):
         connecting = self._connect_task is not None and not self._connect_task.done()
         if connecting and not (self._early and self._deliver_early):
             self._connect_task.cancel()  # nothing the broker must still get: give up
+        if self._reauth is not None:
+            self._reauth.cancel()
         if self.upstream is not None:
             self.upstream.close()
         if self.session is not None:

@@ -113,6 +113,13 @@ class ProxyMetrics:
             registry=r,
         )
 
+        self.upstream_reauthentications = Counter(
+            "aclgate_upstream_reauthentications",
+            "KIP-368 renewals of the proxy's own SASL login on upstream connections",
+            ["result"],
+            registry=r,
+        )
+
     # SessionObserver
     def request(self, header: RequestHeader, size: int) -> None:
         counts = self.hot.by_api.get(header.api_key) or self.hot.api(header.api_key)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import socket
 import struct
-from collections.abc import Callable, Sequence
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NamedTuple
 
 from protocol.codec import decode_response, encode_request
 from protocol.versions import KIO_RANGES
@@ -41,39 +43,58 @@ class UpstreamAuthError(ConnectionError):
     """The cluster refused the proxy's own credentials."""
 
 
-async def sasl_login(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: Any, mechanism: str
-) -> None:
-    """SaslHandshake v1 + SaslAuthenticate v1 rounds with the proxy's own credentials,
-    on the proxy's own correlation ids, before any client request is relayed."""
-    from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
-    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+Roundtrip = Callable[[Any], Awaitable[Any]]
 
-    async def roundtrip(body: Any, correlation_id: int) -> Any:
-        writer.write(encode_request(correlation_id, body, "aclgate"))
+
+class UpstreamStream(NamedTuple):
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    #: the SASL session lifetime the cluster granted in ms (KIP-368); 0 for none
+    session_lifetime_ms: int
+
+
+def stream_roundtrip(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str = "aclgate"
+) -> Roundtrip:
+    """One request, one response, on the proxy's own correlation ids (nothing else in flight)."""
+    ids = itertools.count(1)
+
+    async def roundtrip(body: Any) -> Any:
+        correlation_id = next(ids)
+        writer.write(encode_request(correlation_id, body, client_id))
         await writer.drain()
         size = _SIZE.unpack(await reader.readexactly(4))[0]
         frame = _SIZE.pack(size) + await reader.readexactly(size)
         return decode_response(frame, body.__api_key__, body.__version__)
 
-    handshake = await roundtrip(SaslHandshakeRequest(mechanism=mechanism), 1)
+    return roundtrip
+
+
+async def sasl_exchange(roundtrip: Roundtrip, client: Any, mechanism: str) -> int:
+    """SaslHandshake v1 + SaslAuthenticate v1 rounds with the proxy's own credentials.
+
+    Used for the first login and for KIP-368 re-authentication alike. Returns the session
+    lifetime the cluster granted in ms (0: the cluster sets none, connections.max.reauth.ms
+    unset)."""
+    from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    handshake = await roundtrip(SaslHandshakeRequest(mechanism=mechanism))
     if handshake.error_code != 0:
         raise UpstreamAuthError(
             f"cluster refused SASL mechanism {mechanism} (error {int(handshake.error_code)}; "
             f"enabled there: {', '.join(handshake.mechanisms)})"
         )
     token = client.initial_response()
-    correlation_id = 2
     while True:
-        answer = await roundtrip(SaslAuthenticateRequest(auth_bytes=token), correlation_id)
-        correlation_id += 1
+        answer = await roundtrip(SaslAuthenticateRequest(auth_bytes=token))
         if answer.error_code != 0:
             raise UpstreamAuthError(
                 f"cluster refused the proxy's credentials: {answer.error_message}"
             )
         token = client.evaluate_challenge(bytes(answer.auth_bytes))
         if client.complete:
-            return
+            return max(0, int(answer.session_lifetime.total_seconds() * 1000))
         if token is None:
             raise UpstreamAuthError("SASL exchange with the cluster ended before completing")
 
@@ -89,11 +110,17 @@ class UpstreamConnector:
     def _ssl(self) -> Any:
         return self.security.ssl_context if self.security is not None else None
 
+    @property
+    def sasl(self) -> bool:
+        return self.security is not None and self.security.protocol.startswith("SASL")
+
     async def open(
         self, host: str, port: int, protocol_factory: Callable[[], asyncio.Protocol]
-    ) -> tuple[asyncio.Transport, asyncio.Protocol]:
-        if self.security is not None and self.security.protocol.startswith("SASL"):
-            _reader, writer = await self.open_stream(host, port)
+    ) -> tuple[asyncio.Transport, asyncio.Protocol, int]:
+        """A connection for a client's traffic; also returns the SASL session lifetime the
+        cluster granted in ms (0: none, or not SASL)."""
+        if self.sasl:
+            _reader, writer, lifetime_ms = await self.open_stream(host, port)
             transport = writer.transport
             protocol = protocol_factory()
             transport.set_protocol(protocol)  # nothing is pending: the broker waits for us
@@ -101,7 +128,7 @@ class UpstreamConnector:
             # (StreamWriter.__del__): keep it alive as long as the protocol that now owns the
             # transport, or the connection dies as soon as this function returns.
             protocol._aclgate_login_stream = writer  # type: ignore[attr-defined]
-            return transport, protocol
+            return transport, protocol, lifetime_ms
         loop = asyncio.get_running_loop()
         ssl_ctx = self._ssl
         transport, protocol = await asyncio.wait_for(
@@ -111,11 +138,16 @@ class UpstreamConnector:
             self.timeout,
         )
         set_nodelay(transport)
-        return transport, protocol
+        return transport, protocol, 0
 
-    async def open_stream(
-        self, host: str, port: int
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def reauthenticate(self, roundtrip: Roundtrip) -> int:
+        """KIP-368: log in again on an open connection; returns the new session lifetime."""
+        return await asyncio.wait_for(
+            sasl_exchange(roundtrip, self.security.sasl_client(), self.security.mechanism),
+            self.timeout,
+        )
+
+    async def open_stream(self, host: str, port: int) -> UpstreamStream:
         ssl_ctx = self._ssl
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(
@@ -125,15 +157,19 @@ class UpstreamConnector:
         )
         set_nodelay(writer.transport)
         client = self.security.sasl_client() if self.security is not None else None
+        lifetime_ms = 0
         if client is not None:
             try:
-                await asyncio.wait_for(
-                    sasl_login(reader, writer, client, self.security.mechanism), self.timeout
+                lifetime_ms = await asyncio.wait_for(
+                    sasl_exchange(
+                        stream_roundtrip(reader, writer), client, self.security.mechanism
+                    ),
+                    self.timeout,
                 )
             except BaseException:
                 writer.close()
                 raise
-        return reader, writer
+        return UpstreamStream(reader, writer, lifetime_ms)
 
 
 class ControlClient:
@@ -152,7 +188,9 @@ class ControlClient:
         self.timeout = timeout
         self.api_ranges: dict[int, tuple[int, int]] = {}
         self._lock = asyncio.Lock()
-        self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._stream: UpstreamStream | None = None
+        #: when the SASL session (KIP-368) must be renewed: then the next request reconnects
+        self._renew_at = math.inf
         self._correlation = itertools.count(1)
         self._next_server = 0
 
@@ -167,12 +205,16 @@ class ControlClient:
                 continue
             self._next_server = (self._next_server + i) % len(self.bootstrap)
             self._stream = stream
+            if stream.session_lifetime_ms:  # renew early, as Kafka's clients do (85-95%)
+                self._renew_at = time.monotonic() + stream.session_lifetime_ms * 0.85 / 1000
             self.api_ranges = await self._api_versions()
             return stream
         raise UpstreamUnavailable("no upstream bootstrap server reachable: " + "; ".join(errors))
 
     async def _roundtrip(self, body: Any) -> Any:
-        reader, writer = self._stream or await self._connect()
+        if self._stream is not None and time.monotonic() >= self._renew_at:
+            self._drop()  # a fresh login beats holding the other requests for a re-login
+        reader, writer, _ = self._stream or await self._connect()
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         writer.write(encode_request(correlation_id, body, self.client_id))
         await writer.drain()
@@ -236,8 +278,9 @@ class ControlClient:
 
     def _drop(self) -> None:
         if self._stream is not None:
-            self._stream[1].close()
+            self._stream.writer.close()
             self._stream = None
+            self._renew_at = math.inf
 
     async def close(self) -> None:
         self._drop()
