@@ -81,6 +81,7 @@ class ProxyServer:
             mode=config.mode,
             sink=self.recorder,
             lookup_topic_ids=self._lookup_topic_ids,
+            lookup_partition_counts=self._lookup_partition_counts,
         )
         allowed = advertised_versions(config.api_version_cap)
         self.directory = NodeDirectory(
@@ -390,8 +391,25 @@ class ProxyServer:
             finally:
                 done()
 
-        self._tasks.append(asyncio.get_running_loop().create_task(lookup()))
+        self._spawn(lookup())
+
+    def _spawn(self, coro) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro))
         self._tasks = [t for t in self._tasks if not t.done()]
+
+    def _lookup_partition_counts(self, names, done) -> None:
+        """Ask upstream which of these topics exist and with how many partitions."""
+
+        async def lookup() -> None:
+            counts: dict[str, int] | None = None
+            try:
+                metadata = await self.control.metadata(sorted(names))
+                counts = {t.name: len(t.partitions) for t in metadata.topics if t.error_code == 0}
+            except Exception as exc:
+                log.warning("partition lookup failed: %r", exc)
+            done(counts)
+
+        self._spawn(lookup())
 
     async def _metadata_by_ids(self, ids, version: int):
         from protocol.versions import request_class, request_module

@@ -266,7 +266,10 @@ class ControlClient:
         fields = {
             "topics": None
             if topics is None
-            else tuple(mod.MetadataRequestTopic(name=t) for t in topics)
+            else tuple(
+                mod.MetadataRequestTopic(name=t, **({"topic_id": None} if version >= 10 else {}))
+                for t in topics
+            )
         }
         if version >= 4:
             fields["allow_auto_topic_creation"] = False

@@ -60,6 +60,11 @@ class Policy:
     topic_ids: Any = None
     #: (ids, done) -> None: ask upstream for topic ids, call done() when the cache is fed
     lookup_topic_ids: Callable[[Any, Callable[[], None]], None] | None = None
+    #: (topic names, done) -> None: ask upstream how many partitions each topic has and call
+    #: done({name: count}) for the topics that exist, or done(None) if the cluster cannot tell
+    lookup_partition_counts: (
+        Callable[[Any, Callable[[dict[str, int] | None], None]], None] | None
+    ) = None
     #: the last view of the cluster, to answer Metadata alone (protocol.enforce.metadata)
     cluster_view: Any = None
     #: optional conformance switches; see docs/apis.md

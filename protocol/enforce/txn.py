@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from kio.schema.errors import ErrorCode
 
 from authz.model import AclOperation, ResourceType
+from protocol.codec import encode_response
 from protocol.enforce.base import ApiHandler, answer, error_body, forward, forward_if_cluster
 from protocol.enforce.build import build
 from protocol.enforce.metadata import INTERNAL_TOPICS
@@ -57,8 +61,8 @@ class AddPartitionsToTxnHandler(ApiHandler):
         return (
             "v0-3: `WRITE TRANSACTIONAL_ID[transactional_id]` (every partition 53), then `WRITE "
             "TOPIC[name]` per topic (internal topics always 29); any denied partition fails the "
-            "whole request: denied 29, the others 55 (OPERATION_NOT_ATTEMPTED). v4+: `CLUSTER_ACTION "
-            "CLUSTER` (31)"
+            "whole request: denied 29, partitions the cluster does not have 3 (asked upstream), "
+            "the others 55 (OPERATION_NOT_ATTEMPTED). v4+: `CLUSTER_ACTION CLUSTER` (31)"
         )
 
     def handle(self, session, ctx, header, frame, request):
@@ -75,7 +79,7 @@ class AddPartitionsToTxnHandler(ApiHandler):
                 header,
                 request,
                 topics,
-                lambda name: ErrorCode.transactional_id_authorization_failed,
+                lambda name, partition: ErrorCode.transactional_id_authorization_failed,
             )
             return
         counts: dict[str, int] = {}
@@ -86,25 +90,34 @@ class AddPartitionsToTxnHandler(ApiHandler):
         if all(t.name in allowed for t in topics):
             forward(session, header, frame)
             return
-        self._answer(
-            session,
-            header,
-            request,
-            topics,
-            lambda name: (
-                ErrorCode.operation_not_attempted
-                if name in allowed
-                else ErrorCode.topic_authorization_failed
-            ),
-        )
+        # Nothing is added: denied topics get 29; of the allowed ones, partitions the cluster
+        # does not have get 3 and the rest 55, so the proxy asks which exist (Kafka reads its
+        # metadata cache). The answer keeps its place in the response order meanwhile.
+        lookup = ctx.policy.lookup_partition_counts
+        if lookup is None or not allowed:
+            self._answer(session, header, request, topics, _partition_codes(allowed, None))
+            return
+        slot = session.placeholder(header)
+
+        def looked_up(partitions: dict[str, int] | None) -> None:
+            body = self._body(header, request, topics, _partition_codes(allowed, partitions))
+            session.complete(slot, encode_response(header.correlation_id, body))
+
+        lookup(allowed, looked_up)
+
+    @classmethod
+    def _answer(cls, session, header, request, topics, code_for) -> None:
+        answer(session, header, cls._body(header, request, topics, code_for))
 
     @staticmethod
-    def _answer(session, header, request, topics, code_for) -> None:
+    def _body(header, request, topics, code_for) -> Any:
+        """`code_for(topic, partition)` gives each partition's error; a topic's own error is
+        that of its first partition (v3 and below have no topic-level code)."""
         mod = response_module(header.api_key, header.api_version)
         results = tuple(
             build(
                 mod.AddPartitionsToTxnTopicResult,
-                code_for(t.name),
+                code_for(t.name, t.partitions[0] if t.partitions else 0),
                 None,
                 None,
                 {
@@ -112,7 +125,7 @@ class AddPartitionsToTxnHandler(ApiHandler):
                     "results_by_partition": tuple(
                         build(
                             mod.AddPartitionsToTxnPartitionResult,
-                            code_for(t.name),
+                            code_for(t.name, p),
                             None,
                             None,
                             {"partition_index": p},
@@ -123,8 +136,20 @@ class AddPartitionsToTxnHandler(ApiHandler):
             )
             for t in topics
         )
-        answer(
-            session,
-            header,
-            error_body(header, request, ErrorCode.none, results_by_topic_v3_and_below=results),
-        )
+        return error_body(header, request, ErrorCode.none, results_by_topic_v3_and_below=results)
+
+
+def _partition_codes(
+    allowed: set[str], partitions: dict[str, int] | None
+) -> Callable[[str, int], ErrorCode]:
+    """Kafka's codes when any partition fails: 29 denied, 3 not in the cluster, else 55.
+    `partitions` None: the cluster could not be asked; every allowed partition gets 55."""
+
+    def code_for(name: str, partition: int) -> ErrorCode:
+        if name not in allowed:
+            return ErrorCode.topic_authorization_failed
+        if partitions is not None and not 0 <= partition < partitions.get(name, 0):
+            return ErrorCode.unknown_topic_or_partition
+        return ErrorCode.operation_not_attempted
+
+    return code_for

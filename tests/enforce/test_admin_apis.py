@@ -1685,3 +1685,56 @@ def test_cursor_seal_round_trip_and_tamper():
 
 def test_docs_are_generated_from_the_table():
     assert (REPO / "docs" / "apis.md").read_text() == render_docs()
+
+
+def test_add_partitions_to_txn_mixed_asks_which_partitions_exist(env):
+    """Kafka fails the whole request when a topic is denied: 29 for it, 3 for partitions the
+    cluster does not have (it reads its metadata cache; the proxy asks upstream), 55 for
+    the rest. Nothing is added, nothing reaches the coordinator."""
+
+    def metadata(header, request):  # "ok" has one partition, "zz" does not exist
+        mod = response_module(3, header.api_version)
+        node_id = i32(env.cluster.nodes[0].node_id)
+        topics = tuple(
+            _defaults(
+                mod.MetadataResponseTopic, name=t.name, error_code=E.unknown_topic_or_partition
+            )
+            if t.name == "zz"
+            else _defaults(
+                mod.MetadataResponseTopic,
+                name=t.name,
+                partitions=(_defaults(mod.MetadataResponsePartition, leader_id=node_id),),
+            )
+            for t in request.topics or ()
+        )
+        return _defaults(
+            response_class(3, header.api_version),
+            brokers=env.cluster.nodes[0].brokers(mod.MetadataResponseBroker),
+            cluster_id="scripted",
+            controller_id=node_id,
+            topics=topics,
+        )
+
+    env.script(3, answer_with(metadata))
+    topic = lambda name, *parts: sub(  # noqa: E731
+        24, 3, "AddPartitionsToTxnTopic", name=name, partitions=tuple(i32(p) for p in parts)
+    )
+    got = env.call(
+        "partial",
+        req(
+            24,
+            3,
+            v3_and_below_transactional_id="tx-ok",
+            v3_and_below_producer_id=i64(1),
+            v3_and_below_producer_epoch=i16(0),
+            v3_and_below_topics=(topic("ok", 0, 7), topic("zz", 0), topic("t", 0)),
+        ),
+    )
+    codes = {
+        (r.name, p.partition_index): int(p.partition_error_code)
+        for r in got.results_by_topic_v3_and_below
+        for p in r.results_by_partition
+    }
+    assert codes == {("ok", 0): 55, ("ok", 7): 3, ("zz", 0): 3, ("t", 0): 29}
+    assert env.reached(24) == []
+    assert [t.name for r in env.reached(3) for t in r.topics or ()] == ["ok", "zz"]

@@ -812,6 +812,56 @@ class Client:
                     return name
                 time.sleep(0.2)
 
+    def raw_add_partitions_to_txn(self, txn_id: str, partitions: Mapping[str, Sequence[int]]):
+        """FindCoordinator + InitProducerId for `txn_id`, then ONE AddPartitionsToTxn v3 (what
+        producers send): the error name per "topic:pN", or the first failing step's error."""
+        from kio.static.primitive import i16, i32, i32Timedelta, i64
+
+        from tests.fixtures.rawclient import module, request_entity
+
+        init = request_entity(
+            22,
+            4,
+            transactional_id=self.t(txn_id),
+            transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            producer_id=i64(-1),
+            producer_epoch=i16(-1),
+        )
+        m = module(24, 3)
+        deadline = time.monotonic() + STEP_TIMEOUT - 5
+        with _raw_client(self.profile) as client:
+            failed = _find_coordinator(client, 1, self.t(txn_id), deadline)
+            if failed:
+                return failed
+            while True:
+                producer = client.request(init)
+                name = error_name(int(producer.error_code))
+                if name == "NONE":
+                    break
+                if name not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
+                    return f"InitProducerId: {name}"
+                time.sleep(0.2)
+            resp = client.request(
+                request_entity(
+                    24,
+                    3,
+                    v3_and_below_transactional_id=self.t(txn_id),
+                    v3_and_below_producer_id=producer.producer_id,
+                    v3_and_below_producer_epoch=producer.producer_epoch,
+                    v3_and_below_topics=tuple(
+                        m.AddPartitionsToTxnTopic(
+                            name=self.t(topic), partitions=tuple(i32(p) for p in parts)
+                        )
+                        for topic, parts in partitions.items()
+                    ),
+                )
+            )
+        return {
+            f"{r.name}:p{p.partition_index}": error_name(int(p.partition_error_code))
+            for r in resp.results_by_topic_v3_and_below
+            for p in r.results_by_partition
+        }
+
     def raw_commit_offsets(self, group: str, offsets: Mapping[str, int]) -> Any:
         """FindCoordinator, then OffsetCommit v8 outside any generation (generation -1, no
         member: what admin tools send) for partition 0 of each topic: per-partition errors,

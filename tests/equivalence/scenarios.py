@@ -281,6 +281,17 @@ def transactions(r: Run) -> None:
     )
     r.step("committed offsets of g", ANON, lambda c: c.group_offsets("g"))
     r.observe("records in t", lambda o: o.records("t"))
+    # last: the second leaves a transaction open (it times out; nothing reads t after it)
+    r.step(
+        "AddPartitionsToTxn tx-ok: t (p0, p5), absent, locked",
+        ANON,
+        lambda c: c.raw_add_partitions_to_txn("tx-ok", {"t": [0, 5], "absent": [0], "locked": [0]}),
+    )
+    r.step(
+        "AddPartitionsToTxn tx-ok: t p0 only",
+        ANON,
+        lambda c: c.raw_add_partitions_to_txn("tx-ok", {"t": [0]}),
+    )
 
 
 def admin(r: Run) -> None:
@@ -459,6 +470,7 @@ ANON_SCENARIOS: list[Scenario] = [
             allow(ANON, "WRITE", "TRANSACTIONAL_ID", "tx-ok"),
             allow(ANON, "DESCRIBE", "TRANSACTIONAL_ID", "tx-desc"),
             allow(ANON, "WRITE", "TOPIC", "t"),
+            allow(ANON, "WRITE", "TOPIC", "absent"),  # allowed, but the cluster has no such topic
             allow(ANON, "READ", "GROUP", "g"),
         ),
     ),
