@@ -11,6 +11,7 @@ from typing import Any
 from kio.serial import entity_reader
 
 from authz.authorizer import Authorizer
+from authz.model import ResourceType
 from protocol.apiversions import unsupported_version_response
 from protocol.enforce.context import Policy
 from protocol.enforce.table import advertised_versions, handlers
@@ -72,7 +73,12 @@ class ProxyServer:
         self._pending_listeners: list[asyncio.Task] = []
         self._tasks: list[asyncio.Task] = []
         self._raw_sockets: list[socket.socket] = []
-        self.authorizer = Authorizer(config.super_user, config.allow_everyone_if_no_acl_found)
+        self.authorizer = Authorizer(
+            config.super_user,
+            config.allow_everyone_if_no_acl_found,
+            # InitProducerId without a transactional id asks WRITE on any topic (KIP-679)
+            prebuild_by_resource_type=(ResourceType.TOPIC,),
+        )
         self.watcher = AclFileWatcher(config.acl_file, self.authorizer) if config.acl_file else None
         self.audit: AuditLog | None = None
         self.recorder = DecisionRecorder(self.metrics.hot.decisions, None)

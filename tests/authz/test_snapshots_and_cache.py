@@ -127,3 +127,22 @@ def test_concurrent_writers_lose_nothing():
         t.join()
     assert authz.acl_count() == 400
     assert authz.version == 401  # the initial load, then one per batch
+
+
+def test_prebuilt_by_resource_type_view_is_ready_when_published(monkeypatch):
+    """The proxy's authorizer builds the KIP-679 TOPIC view in the writer (off the event
+    loop), so the first InitProducerId after a reload never builds it in a request."""
+    from authz import byresourcetype
+
+    authz = Authorizer(prebuild_by_resource_type=(T,))
+    authz.load([READ_T])
+    authz.update(add=[DENY_T])
+    built = []
+    monkeypatch.setattr(byresourcetype, "build", lambda bindings: built.append(1))
+    assert not authz.authorize_by_resource_type("User:x", "1.1.1.1", Op.READ, T).allowed
+    assert authz.authorize_by_resource_type("User:x", "1.1.1.1", Op.WRITE, T).allowed is False
+    assert built == []  # nothing built on the request path
+    lazy = loaded([READ_T])
+    monkeypatch.setattr(byresourcetype, "build", lambda bindings: built.append(1) or {})
+    lazy.authorize_by_resource_type("User:y", "1.1.1.1", Op.READ, T)
+    assert built == [1]  # without prebuild the view is built on first use
