@@ -101,7 +101,7 @@ def test_v0_handshake_cannot_reauthenticate(sasl_proxy):
 
 # ---------------------------------------------------------------------- KIP-368 (raw)
 
-LIFETIME_MS = 1500
+LIFETIME_MS = 3000
 
 
 def lifetime_ms(answer) -> int:
@@ -116,7 +116,7 @@ def test_reauthentication_with_the_same_principal_keeps_working(sasl_proxy):
         assert answer.error_code == ErrorCode.none and lifetime_ms(answer) == LIFETIME_MS
         assert metadata_works(raw, topic)
         for _ in range(3):  # past the first lifetime several times over
-            time.sleep(LIFETIME_MS / 1000 * 0.6)
+            time.sleep(LIFETIME_MS / 1000 * 0.5)  # a wide margin for a loaded machine
             again = sasl_login(raw, "SCRAM-SHA-512", "alice", password("alice"))
             assert again.error_code == ErrorCode.none and lifetime_ms(again) == LIFETIME_MS
             assert metadata_works(raw, topic)
