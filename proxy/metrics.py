@@ -8,10 +8,11 @@ ordinary prometheus_client metrics.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from protocol.header import RequestHeader
@@ -76,6 +77,58 @@ class HotCounters(Collector):
         yield request_bytes
         yield responses
         yield decisions
+
+
+class StateCollector(Collector):
+    """Policy and audit state, read at scrape time from the objects that own it (nothing to
+    keep in step): is a policy in force, which version, did the last ACL file load fail."""
+
+    def __init__(self, authorizer: Any, watcher: Callable[[], Any], audit: Callable[[], Any]):
+        self.authorizer = authorizer
+        self.watcher = watcher
+        self.audit = audit
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        a = self.authorizer
+        yield GaugeMetricFamily(
+            "aclgate_acls_ready", "1 once ACLs are loaded (before: only super users)", a.ready
+        )
+        yield GaugeMetricFamily(
+            "aclgate_acl_policy_version", "Version of the ACL set in force", a.version
+        )
+        yield GaugeMetricFamily("aclgate_acls", "ACLs in force", a.acl_count())
+        watcher = self.watcher()
+        if watcher is not None:
+            yield CounterMetricFamily(
+                "aclgate_acl_file_reloads",
+                "ACL file loads that changed the policy",
+                watcher.reloads,
+            )
+            yield CounterMetricFamily(
+                "aclgate_acl_file_load_errors",
+                "ACL file loads refused (bad file; the previous policy stayed in force)",
+                watcher.failures,
+            )
+            yield GaugeMetricFamily(
+                "aclgate_acl_file_invalid",
+                "1 while the ACL file on disk cannot be loaded (the previous policy is in force)",
+                watcher.last_error is not None,
+            )
+            yield GaugeMetricFamily(
+                "aclgate_acl_file_last_load_timestamp_seconds",
+                "Unix time of the last successful ACL file load",
+                watcher.last_loaded_at or 0,
+            )
+        audit = self.audit()
+        if audit is not None:
+            yield CounterMetricFamily(
+                "aclgate_audit_lines", "Lines written to the audit log", audit.lines_written
+            )
+            yield CounterMetricFamily(
+                "aclgate_audit_denials_aggregated",
+                "Denials over the per-second limit, written as aggregated lines instead",
+                audit.denied_aggregated,
+            )
 
 
 class ProxyMetrics:

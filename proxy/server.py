@@ -24,7 +24,7 @@ from proxy.connection import ClientConnection
 from proxy.decisions import DecisionRecorder
 from proxy.directory import NodeDirectory
 from proxy.http import HealthServer
-from proxy.metrics import ProxyMetrics
+from proxy.metrics import ProxyMetrics, StateCollector
 from proxy.security import build_listener_security, build_upstream_security
 from proxy.upstream import ControlClient, UpstreamConnector, UpstreamUnavailable
 
@@ -82,6 +82,9 @@ class ProxyServer:
         self.watcher = AclFileWatcher(config.acl_file, self.authorizer) if config.acl_file else None
         self.audit: AuditLog | None = None
         self.recorder = DecisionRecorder(self.metrics.hot.decisions, None)
+        self.metrics.registry.register(
+            StateCollector(self.authorizer, lambda: self.watcher, lambda: self.audit)
+        )
         self.policy = Policy(
             authorizer=self.authorizer,
             mode=config.mode,

@@ -33,7 +33,7 @@ __all__ = [
     "validate_server_files",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("aclgate.tls")
 
 CLIENT_AUTH_MODES = {
     "none": ssl.CERT_NONE,

@@ -48,7 +48,7 @@ __all__ = [
     "remove_user",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("aclgate.users")
 
 VERSION = 1
 MECHANISMS = (*SCRAM_MECHANISMS, PLAIN)

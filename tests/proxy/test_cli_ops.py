@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from authz.aclfile import dump_acl_file
+from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from proxy.config import ConfigError, ProxyConfig, add_arguments, from_args
 from proxy.embedded_broker import api_versions_probe, free_port
 from tests.scenarios import clients
@@ -208,3 +210,50 @@ def test_demo_runs_prints_bootstrap_and_stops_on_ctrl_c():
     hidden = int(re.search(r"embedded broker \(tansu\) on hidden port (\d+)", err).group(1))
     assert not api_versions_probe("127.0.0.1", hidden)
     assert str(hidden) not in out
+
+
+def test_every_metric_is_documented_and_policy_state_is_exported(tansu, proxy_factory, tmp_path):
+    """docs/operations.md lists every metric family the proxy exports (and nothing else), and
+    the policy gauges follow a hot reload, including a broken file that keeps the old one."""
+    acls = tmp_path / "acls.json"
+    acls.write_text('{"version": 1, "acls": []}')
+    proxy = proxy_factory(
+        tansu.bootstrap,
+        metrics_listen=("127.0.0.1", 0),
+        acl_file=acls,
+        audit_file=tmp_path / "audit.jsonl",
+    )
+    clients.confluent_idempotent_and_transactions(proxy.bootstrap, "ops-topic", "ops-txn")
+    proxy.metric("aclgate_requests_total")  # nothing to wait for: the registry is read live
+    families = {m.name for m in proxy.server.metrics.registry.collect()}
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    documented = set(re.findall(r"^\| `(aclgate_[a-z_]+)` \|", doc, re.M))
+    exported = {f"{n}_total" if f"{n}_total" in documented else n for n in families}
+    assert exported == documented
+    assert proxy.metric("aclgate_acls_ready") == 1
+    assert proxy.metric("aclgate_acl_file_invalid") == 0
+    version = proxy.metric("aclgate_acl_policy_version")
+    acls.write_text("{not json")
+    deadline = time.monotonic() + 10
+    while proxy.metric("aclgate_acl_file_invalid") != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proxy.metric("aclgate_acl_file_invalid") == 1
+    assert proxy.metric("aclgate_acl_file_load_errors_total") == 1
+    assert proxy.metric("aclgate_acl_policy_version") == version  # the old policy stays
+    one = AclBinding(
+        ResourceType.TOPIC,
+        "t",
+        PatternType.LITERAL,
+        "User:x",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    acls.write_text(dump_acl_file([one]))
+    deadline = time.monotonic() + 10
+    while proxy.metric("aclgate_acl_file_invalid") != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proxy.metric("aclgate_acls") == 1
+    assert proxy.metric("aclgate_acl_policy_version") == version + 1
+    assert proxy.metric("aclgate_acl_file_last_load_timestamp_seconds") > time.time() - 60
+    assert proxy.metric("aclgate_audit_lines_total") >= 0
