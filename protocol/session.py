@@ -350,6 +350,12 @@ class ProxySession:
         self._fifo.append(slot)
         self._fill(slot, response)
 
+    def stop_accepting(self) -> None:
+        """Shutting down: read no more requests and drop the ones not yet sent (the client
+        sends them again elsewhere); what is in flight is still answered."""
+        self.closing = True
+        self._backlog.clear()
+
     def close_after_flush(self, reason: str) -> None:
         """Write every response ahead of this point, then close (Produce acks=0 denial)."""
         slot = Slot(-1, -1, -1)

@@ -190,6 +190,14 @@ class ProxyConfig:
     connect_timeout: float = _setting(
         10.0, parse=float, metavar="SECONDS", help="upstream connect timeout (default 10)"
     )
+    shutdown_grace: float = _setting(
+        10.0,
+        parse=float,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT: stop accepting connections and reading requests, then wait up "
+        "to this long for the responses already in flight before closing (default 10; 0: close "
+        "at once, losing them)",
+    )
 
     # ------------------------------------------------------------------------ policy
     acl_file: Path | None = _setting(

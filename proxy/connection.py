@@ -293,6 +293,17 @@ class ClientConnection(asyncio.Protocol):
                 self.transport.close()
         self._teardown()
 
+    def stop_accepting(self) -> None:
+        """Graceful shutdown: no new requests; responses in flight still reach the client."""
+        self.pause_client("shutdown")
+        if self.session is not None:
+            self.session.stop_accepting()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing owed to the client (or nothing more will be)."""
+        return self.closed or self.session is None or not self.session.in_flight
+
     def pause_client_reading(self) -> None:
         self.pause_client("in-flight")
 

@@ -240,6 +240,7 @@ class ProxyServer:
             await self.watcher.stop()
         for server in self.servers:
             server.close()
+        await self._drain(self.config.shutdown_grace)
         for conn in list(self.connections):
             conn.close("proxy shutting down", None)
         for task in self._pending_listeners:
@@ -253,6 +254,38 @@ class ProxyServer:
             self.audit.close()
         if self.security.executor is not None:
             self.security.executor.shutdown(wait=False)
+
+    async def _drain(self, grace: float) -> None:
+        """Let responses in flight reach their clients (up to `grace` seconds), closing each
+        connection as soon as it owes nothing: a restart loses no answer the cluster gave."""
+        connections = list(self.connections)
+        for conn in connections:
+            conn.stop_accepting()
+        busy = sum(not c.idle for c in connections)
+        if busy:
+            log.info(
+                "shutting down: waiting up to %.1f s for the answers owed on %d connection(s)",
+                grace,
+                busy,
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while connections:
+            for conn in connections:
+                if conn.idle:
+                    conn.close("proxy shutting down", None)
+            connections = [c for c in connections if not c.closed]
+            if not connections:
+                return
+            if loop.time() >= deadline:
+                log.warning(
+                    "shutdown: %d connection(s) still waiting for the cluster after %.1f s; "
+                    "closing them",
+                    len(connections),
+                    grace,
+                )
+                return
+            await asyncio.sleep(0.02)
 
     async def serve_forever(self) -> None:
         await self.start()
