@@ -4,7 +4,8 @@ Denied decisions are written one line each as they happen; allowed decisions are
 per window (same principal, host, client id, API, operation, resource and rule) into one line
 with a `count`. Past `denied_per_second` denied lines, further denials of the second are
 aggregated the same way (counted in aclgate_audit_denied_aggregated_total), so a storm costs
-little and nothing is lost.
+little and nothing is lost. Denial lines reach the OS as they are written; the rest is flushed
+every second (`tick`), and the aggregates of the current window when it ends or on close.
 
 Files rotate by size: the live file is PATH; a full one is renamed to
 PATH-<UTC timestamp>-<sequence>.jsonl and gzipped in the background to .jsonl.gz; at most
@@ -93,6 +94,9 @@ class AuditLog:
             self._denied_this_second += 1
             if self._denied_this_second <= self.denied_per_second:
                 self._write(self._event(key, now, None, 1))
+                # in the OS at once: a crash of the proxy (kill -9, OOM) loses no denial line;
+                # the rate limit bounds these writes
+                self._file.flush()
                 return
             self.denied_aggregated += 1
         entry = self._aggregates.get(key)

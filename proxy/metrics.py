@@ -125,7 +125,7 @@ class StateCollector(Collector):
                 "aclgate_audit_lines", "Lines written to the audit log", audit.lines_written
             )
             yield CounterMetricFamily(
-                "aclgate_audit_denials_aggregated",
+                "aclgate_audit_denied_aggregated",
                 "Denials over the per-second limit, written as aggregated lines instead",
                 audit.denied_aggregated,
             )

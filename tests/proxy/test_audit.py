@@ -174,3 +174,12 @@ def test_rotated_files_are_compressed_in_a_worker_thread(tmp_path, monkeypatch):
     log.close()
     assert seen and not any(seen), "gzip must not run on the event loop's thread"
     assert list(tmp_path.glob("audit-*.jsonl.gz"))
+
+
+def test_a_denial_line_reaches_the_file_before_any_flush(tmp_path):
+    """A proxy killed right after a denial (kill -9, OOM) must not lose its audit line."""
+    log = AuditLog(tmp_path / "audit.jsonl", "p", clock=Clock())
+    record(log, DEFAULT_DENY, principal="User:mallory")
+    record(log, Decision(True, "ACL", None))  # allowed: aggregated, written when the window ends
+    assert [e["principal"] for e in lines(log.path)] == ["User:mallory"]  # no tick, no close
+    log.close()
