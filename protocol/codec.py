@@ -14,6 +14,7 @@ from kio.index import KioIndexError
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
+from protocol import arrays
 from protocol.header import MalformedRequest, RequestHeader, skip_tagged_fields
 from protocol.versions import request_class, response_class
 
@@ -41,10 +42,13 @@ def decode_request(frame: bytes | memoryview, header: RequestHeader) -> Any:
     Bytes after the body are ignored, as Kafka's broker ignores them (RequestContext parses
     what the schema needs): librdkafka 2.16 sends all-topics Metadata v12 requests with three
     extra bytes, so rejecting them would break a real client the broker accepts. The proxy
-    reads a request exactly as far as the broker reads it.
+    reads a request exactly as far as the broker reads it. Array counts are checked first
+    (protocol.arrays): kio would read a null array where the schema forbids one, and abort the
+    process allocating for a count the frame cannot hold.
     """
     cls = request_class(header.api_key, header.api_version)
     try:
+        arrays.check(cls, frame, header.body_offset)
         body, _used = entity_reader(cls)(frame, header.body_offset)
     except DECODE_ERRORS as exc:
         raise MalformedRequest(
