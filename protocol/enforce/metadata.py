@@ -4,7 +4,9 @@
   not DESCRIBE are dropped from the answer silently (logIfDenied=false), as Kafka does.
 * Named topics are checked one by one (DESCRIBE, audited); denied ones are stripped from the
   request and answered with Kafka's shapes: by name {29, name, zero id, not internal}, by id
-  {29, null name, id}; an id that cannot be resolved gets 100 (UNKNOWN_TOPIC_ID).
+  {29, null name, id}; an id that cannot be resolved gets 100 (UNKNOWN_TOPIC_ID). As in Kafka,
+  one non-zero id in a v12+ request makes the whole request by id: names are ignored (and
+  removed from what is forwarded), so a name can never vouch for another topic's id.
 * Auto-creation is forwarded only when the principal may CREATE every requested topic
   (CREATE on the cluster, or on each topic); otherwise the request goes with auto-creation off
   and topics that come back UNKNOWN_TOPIC_OR_PARTITION and may not be created get Kafka's
@@ -38,7 +40,7 @@ from protocol.codec import DECODE_ERRORS, MalformedResponse, encode_entity, enco
 from protocol.enforce.base import ApiHandler, forward, reencode_request
 from protocol.enforce.build import build
 from protocol.enforce.context import NOT_REQUESTED, AuthContext
-from protocol.enforce.topics import resolve
+from protocol.enforce.topics import ZERO, resolve
 from protocol.session import ProxySession, Slot
 from protocol.versions import response_class, response_module
 
@@ -98,6 +100,15 @@ class MetadataHandler(ApiHandler):
             forward(session, header, frame, rewrite_metadata_answer, plan)
             return
         mod = response_module(header.api_key, v)
+        by_ids = v >= 12 and any(getattr(t, "topic_id", None) not in (None, ZERO) for t in topics)
+        if by_ids:
+            # One entry with an id and Kafka answers by ids alone, ignoring every name
+            # (KafkaApis.handleTopicMetadataRequest, useTopicId): authorize what it will answer,
+            # and forward exactly that (a name next to an id must not decide for the id).
+            topics = tuple(
+                dataclasses.replace(t, name=None) for t in topics if t.topic_id not in (None, ZERO)
+            )
+            request = dataclasses.replace(request, topics=topics)
         by_id = [
             t for t in topics if getattr(t, "name", None) is None and getattr(t, "topic_id", None)
         ]
@@ -145,7 +156,7 @@ class MetadataHandler(ApiHandler):
                 changes["allow_auto_topic_creation"] = False
         if not kept and plan.errors and self._answer_alone(session, ctx, header, plan):
             return
-        if len(kept) != len(topics) or changes:
+        if len(kept) != len(topics) or changes or by_ids:
             request = dataclasses.replace(request, topics=tuple(kept), **changes)
             frame = reencode_request(frame, header, request)
         forward(session, header, frame, rewrite_metadata_answer, plan)
