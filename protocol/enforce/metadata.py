@@ -230,7 +230,45 @@ def _read_string(frame, offset: int, flexible: bool) -> tuple[str | None, int]:
     return reader(frame, offset)
 
 
+def _memoizable(plan: _Plan, v: int) -> bool:
+    """The rewrite depends on nothing but the broker's bytes and the address directory: no
+    decision is taken (so none is audited or counted) and nothing is added or recomputed."""
+    return not (
+        plan.all_topics
+        or plan.errors
+        or plan.creatable_unknown_to_29
+        or plan.cluster_ops
+        or (plan.topic_ops and v >= 8)
+    )
+
+
 def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    """Rewrite the broker's answer for the client; a plain one (see `_memoizable`) is
+    remembered by its bytes and replayed, side effects on the shared caches included."""
+    v = slot.api_version
+    memo = session.config.answers
+    if not _memoizable(slot.state, v) or len(frame) > memo.max_bytes:
+        return _rewrite_answer(session, slot, frame, [])
+    directory = session.config.directory
+    body = bytes(frame[8:])
+    hit = memo.get((v, getattr(directory, "generation", None), body))
+    view: ClusterView = session.context.policy.cluster_view
+    if hit is None:
+        learned: list = []
+        out = _rewrite_answer(session, slot, frame, learned)
+        # keyed on the generation after the rewrite: advertising may have bound a port
+        key = (v, getattr(directory, "generation", None), body)
+        memo.put(key, (out[8:], tuple(learned), view.cluster_id, view.controller_id, view.racks))
+        return out
+    rest, learned, view.cluster_id, view.controller_id, view.racks = hit
+    learn = session.context.policy.topic_ids.learn
+    for topic_id, name in learned:
+        learn(topic_id, name)
+    return _I32.pack(len(rest) + 4) + bytes(frame[4:8]) + rest
+
+
+def _rewrite_answer(session: ProxySession, slot: Slot, frame, learned: list) -> bytes:
+    """The full rewrite; appends the (topic id, name) pairs it fed the id cache to `learned`."""
     plan: _Plan = slot.state
     ctx: AuthContext = session.context
     v = slot.api_version
@@ -263,6 +301,9 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
             topic, used = topic_reader(frame, pos)
             raw = frame[pos : pos + used]
             pos += used
+            topic_id = getattr(topic, "topic_id", None)
+            ctx.policy.topic_ids.learn(topic_id, topic.name)
+            learned.append((topic_id, topic.name))
             kept_raw = _rewrite_topic(ctx, plan, mod, topic, raw, v)
             if kept_raw is not None:
                 kept.append(kept_raw)
@@ -288,7 +329,6 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
 def _rewrite_topic(ctx: AuthContext, plan: _Plan, mod, topic, raw, v: int) -> bytes | None:
     """The bytes to keep for one topic entry, or None to drop it."""
     name = topic.name
-    ctx.policy.topic_ids.learn(getattr(topic, "topic_id", None), name)
     if (
         plan.all_topics
         and name is not None
