@@ -34,10 +34,17 @@ from kio.serial.readers import (
 from authz.model import AclOperation, ResourceType
 from protocol.addresses import advertised_brokers, metadata_brokers_span
 from protocol.apiversions import _uvarint
-from protocol.codec import DECODE_ERRORS, MalformedResponse, encode_entity, encode_response
+from protocol.codec import (
+    DECODE_ERRORS,
+    MalformedResponse,
+    decode_request,
+    encode_entity,
+    encode_response,
+)
 from protocol.enforce.base import ApiHandler, forward, reencode_request
 from protocol.enforce.build import build
-from protocol.enforce.context import NOT_REQUESTED, AuthContext
+from protocol.enforce.context import NOT_REQUESTED, AuthContext, NotReady
+from protocol.enforce.peek import peek_metadata
 from protocol.enforce.topics import resolve
 from protocol.session import ProxySession, Slot
 from protocol.versions import response_class, response_module
@@ -83,7 +90,30 @@ class MetadataHandler(ApiHandler):
             "then the bitfield; topic bitfields computed for the client"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def __call__(self, session, header, frame) -> None:
+        """Named topics and nothing more asked (the common case): decide from the peeked
+        names; the request is decoded only when a topic is denied. Else the full path."""
+        names = peek_metadata(frame, header)
+        if names is None:
+            return super().__call__(session, header, frame)
+        ctx = session.context
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        try:
+            verdict = {n: ctx.check(header, DESCRIBE, TOPIC, n, True, c) for n, c in counts.items()}
+        except NotReady:  # raised by the first check, before anything was recorded
+            return super().__call__(session, header, frame)
+        if ctx.looked_up:
+            ctx.looked_up = frozenset()
+        if all(verdict.values()):
+            plan = _Plan(header, False, [], set(), False, False)
+            forward(session, header, frame, rewrite_metadata_answer, plan)
+            return
+        self.handle(session, ctx, header, frame, decode_request(frame, header), verdict)
+
+    def handle(self, session, ctx, header, frame, request, verdict=None):
+        """`verdict` (name -> allowed): the checks `__call__` has already made."""
         v = header.api_version
         topics = request.topics
         all_topics = topics is None or (v == 0 and not topics)
@@ -112,7 +142,8 @@ class MetadataHandler(ApiHandler):
             name = t.name if t.name is not None else names.get(t.topic_id)
             if name is not None:
                 counts[name] = counts.get(name, 0) + 1
-        verdict = {n: ctx.check(header, DESCRIBE, TOPIC, n, True, c) for n, c in counts.items()}
+        if verdict is None:
+            verdict = {n: ctx.check(header, DESCRIBE, TOPIC, n, True, c) for n, c in counts.items()}
         for t in topics:
             if t.name is not None:
                 if verdict[t.name]:
