@@ -19,6 +19,8 @@ from protocol.header import RequestHeader
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+#: acks, timeout, topic count, first topic name's length
+_LEGACY_HEAD = struct.Struct(">hiih")
 _TRANSACTIONAL = 0x10
 #: Produce versions whose topics are named (v13 names them by id)
 _NAMED = range(3, 13)
@@ -53,7 +55,7 @@ def _legacy(frame, pos: int) -> tuple[int, str, int] | None:
     if n < -1:
         return None
     pos += 2 + max(n, 0)
-    acks, _timeout, topics, name_len = struct.unpack_from(">hiih", frame, pos)
+    acks, _timeout, topics, name_len = _LEGACY_HEAD.unpack_from(frame, pos)
     pos += 12
     if topics != 1 or name_len <= 0:
         return None
@@ -82,8 +84,8 @@ def _flexible(frame, pos: int) -> tuple[int, str, int] | None:
     if n >= 0x80:
         return None
     pos += 1 + max(n - 1, 0)
-    acks, _timeout = struct.unpack_from(">hi", frame, pos)
-    pos += 6
+    (acks,) = _I16.unpack_from(frame, pos)
+    pos += 6  # acks, timeout
     topics, name_len = frame[pos], frame[pos + 1]
     if topics != 2 or not 1 < name_len < 0x80:
         return None
@@ -95,10 +97,18 @@ def _flexible(frame, pos: int) -> tuple[int, str, int] | None:
         return None
     pos += 1
     for _ in range(partitions):
-        size, pos = _uvarint(frame, pos + 4)  # after the partition index; length + 1
+        pos += 4  # the partition index
+        size = frame[pos]  # records' length + 1 (0 = null), in one or two bytes inline
+        if size < 0x80:
+            pos += 1
+        elif frame[pos + 1] < 0x80:
+            size = (size & 0x7F) | (frame[pos + 1] << 7)
+            pos += 2
+        else:
+            size, pos = _uvarint(frame, pos)
         size -= 1
-        if size > 0 and _transactional(frame, pos, size):
-            return None
+        if size >= 23 and frame[pos + 16] == 2 and frame[pos + 22] & _TRANSACTIONAL:
+            return None  # data.has_transactional_records, read in place
         pos += max(size, 0)
         if frame[pos] != 0:  # partition tagged fields
             return None
