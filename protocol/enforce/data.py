@@ -29,6 +29,7 @@ from protocol.enforce.build import build
 from protocol.enforce.context import NotReady
 from protocol.enforce.peek import peek_produce
 from protocol.enforce.topics import resolve
+from protocol.routing import rewriter_for
 from protocol.versions import response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
@@ -143,7 +144,7 @@ class ProduceHandler(ApiHandler):
             if acks == 0:
                 session.forward_without_response(frame)
             else:
-                forward(session, header, frame)
+                session.forward(header, frame, rewriter_for(header))
             return
         request = decode_request(frame, header)
         self._finish(session, header, frame, request, acks, [], list(request.topic_data), [])
