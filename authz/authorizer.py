@@ -162,7 +162,9 @@ class Authorizer:
             raise AuthorizerNotReadyError("The authorizer has not loaded its ACLs yet.")
         key = (principal, host, operation, resource_type, resource_name)
         cache = snap.cache
-        decision = cache.get(key)
+        decision = cache.young.get(key)  # the common hit, without a call; then the full get
+        if decision is None:
+            decision = cache.get(key)
         if decision is None:
             index = snap.types.get(resource_type)
             if index is None:

@@ -127,6 +127,34 @@ class BrokerArrayCache:
         return new
 
 
+class AnswerCache:
+    """Rewritten answers by the exact bytes the broker sent (after the correlation id).
+
+    A client polling Metadata for the same topics gets the same bytes from the broker time
+    after time; walking them with kio costs tens of microseconds on a cold cache, a dict probe
+    costs one. Only rewrites that are a pure function of those bytes and the directory's
+    generation may be remembered (the caller decides); values are whatever the caller needs
+    to replay the rewrite and its side effects.
+    """
+
+    def __init__(self, limit: int = 64, max_bytes: int = 64 * 1024):
+        self.limit = limit
+        #: larger answers are rewritten every time rather than held in memory
+        self.max_bytes = max_bytes
+        self._entries: dict[tuple, Any] = {}
+
+    def get(self, key: tuple) -> Any:
+        return self._entries.get(key)
+
+    def put(self, key: tuple, value: Any) -> None:
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        self._entries[key] = value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 def rewrite_metadata(
     frame: bytes | memoryview,
     api_version: int,

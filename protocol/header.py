@@ -44,6 +44,9 @@ class RequestHeader(NamedTuple):
     body_offset: int
 
 
+_tuple_new = tuple.__new__
+
+
 def skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
     """Offset just past a tagged-field section, whatever tags it holds."""
     try:
@@ -100,7 +103,10 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
             offset += 1
         else:
             offset = skip_tagged_fields(frame, offset)
-    return RequestHeader(api_key, api_version, correlation_id, client_id, flexible, offset)
+    # tuple.__new__ directly: the NamedTuple's own __new__ is one more Python frame
+    return _tuple_new(
+        RequestHeader, (api_key, api_version, correlation_id, client_id, flexible, offset)
+    )
 
 
 #: client ids repeat on every request of a connection: decode each once

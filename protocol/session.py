@@ -117,6 +117,8 @@ class SessionConfig:
     directory: Any = None
     #: rewritten Metadata brokers arrays of this proxy's cluster (protocol.addresses)
     broker_arrays: Any = None
+    #: whole rewritten answers by the broker's bytes (protocol.addresses.AnswerCache)
+    answers: Any = None
     max_frame: int = DEFAULT_MAX_FRAME
     max_in_flight: int = 1000
     #: called with (header) for an ApiVersions request newer than the proxy can parse
@@ -128,6 +130,10 @@ class SessionConfig:
             from protocol.addresses import BrokerArrayCache
 
             self.broker_arrays = BrokerArrayCache()
+        if self.answers is None:
+            from protocol.addresses import AnswerCache
+
+            self.answers = AnswerCache()
 
 
 class ProxySession:
@@ -420,12 +426,19 @@ class ProxySession:
             if size + 4 == len(data) and awaiting:
                 slot = awaiting[0]
                 fifo = self._fifo
-                if (
-                    slot.rewrite is None
-                    and slot.correlation_id == correlation_id
-                    and fifo[0] is slot
-                ):
+                if slot.correlation_id == correlation_id and fifo[0] is slot:
                     awaiting.popleft()
+                    if slot.rewrite is not None:  # e.g. Metadata: rewrite, then the same
+                        try:
+                            data = slot.rewrite(self, slot, memoryview(data))
+                        except MalformedResponse as exc:
+                            self.fail(
+                                f"cannot rewrite upstream response: {exc}", "bad_upstream_response"
+                            )
+                            return
+                        if self.closed:
+                            return
+                        size = len(data)
                     fifo.popleft()
                     self.observer.response(slot.api_key, size, False)
                     self.io.write_client(data)

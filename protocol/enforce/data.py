@@ -2,7 +2,9 @@
 
 When every topic is allowed (the common case) the original request bytes are forwarded and
 the response streams back untouched: the cost is one native decode of the request (record
-batches stay bytes) and one cached authorize() per topic.
+batches stay bytes) and one cached authorize() per topic. A Produce of one named topic with
+plain batches is not even decoded: its topic, partition count and acks are peeked from the
+bytes (protocol.enforce.peek) and decoded only if the topic is denied.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, ClassVar
 from kio.schema.errors import ErrorCode
 
 from authz.model import AclOperation, ResourceType
+from protocol.codec import decode_request
 from protocol.enforce.base import (
     ApiHandler,
     answer,
@@ -23,7 +26,10 @@ from protocol.enforce.base import (
     reencode_request,
 )
 from protocol.enforce.build import build
+from protocol.enforce.context import NotReady
+from protocol.enforce.peek import peek_produce
 from protocol.enforce.topics import resolve
+from protocol.routing import rewriter_for
 from protocol.versions import response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
@@ -118,6 +124,33 @@ class ProduceHandler(ApiHandler):
                 return
         names = topic_names(ctx, header, topics)
         allowed, denied, unknown = split_topics(ctx, header, topics, names, WRITE, "partition_data")
+        self._finish(session, header, frame, request, acks, allowed, denied, unknown)
+
+    def __call__(self, session, header, frame) -> None:
+        """One plain named topic (the common case): decide from the peeked bytes; the
+        request is decoded only to answer a denial. Everything else: the full path."""
+        peeked = peek_produce(frame, header)
+        if peeked is None:
+            return super().__call__(session, header, frame)
+        acks, name, partitions = peeked
+        ctx = session.context
+        try:
+            allowed = ctx.check(header, WRITE, TOPIC, name, True, partitions)
+        except NotReady:  # nothing was recorded: the full path answers it
+            return super().__call__(session, header, frame)
+        if ctx.looked_up:
+            ctx.looked_up = frozenset()
+        if allowed:
+            if acks == 0:
+                session.forward_without_response(frame)
+            else:
+                session.forward(header, frame, rewriter_for(header))
+            return
+        request = decode_request(frame, header)
+        self._finish(session, header, frame, request, acks, [], list(request.topic_data), [])
+
+    def _finish(self, session, header, frame, request, acks, allowed, denied, unknown) -> None:
+        """Forward, strip or answer once every topic has been decided."""
         if not denied and not unknown:
             if acks == 0:
                 session.forward_without_response(frame)

@@ -36,10 +36,17 @@ from kio.serial.readers import (
 from authz.model import AclOperation, ResourceType
 from protocol.addresses import advertised_brokers, metadata_brokers_span
 from protocol.apiversions import _uvarint
-from protocol.codec import DECODE_ERRORS, MalformedResponse, encode_entity, encode_response
+from protocol.codec import (
+    DECODE_ERRORS,
+    MalformedResponse,
+    decode_request,
+    encode_entity,
+    encode_response,
+)
 from protocol.enforce.base import ApiHandler, forward, reencode_request
 from protocol.enforce.build import build
-from protocol.enforce.context import NOT_REQUESTED, AuthContext
+from protocol.enforce.context import NOT_REQUESTED, AuthContext, NotReady
+from protocol.enforce.peek import peek_metadata
 from protocol.enforce.topics import ZERO, resolve
 from protocol.session import ProxySession, Slot
 from protocol.versions import response_class, response_module
@@ -85,7 +92,30 @@ class MetadataHandler(ApiHandler):
             "then the bitfield; topic bitfields computed for the client"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def __call__(self, session, header, frame) -> None:
+        """Named topics and nothing more asked (the common case): decide from the peeked
+        names; the request is decoded only when a topic is denied. Else the full path."""
+        names = peek_metadata(frame, header)
+        if names is None:
+            return super().__call__(session, header, frame)
+        ctx = session.context
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        try:
+            verdict = {n: ctx.check(header, DESCRIBE, TOPIC, n, True, c) for n, c in counts.items()}
+        except NotReady:  # raised by the first check, before anything was recorded
+            return super().__call__(session, header, frame)
+        if ctx.looked_up:
+            ctx.looked_up = frozenset()
+        if all(verdict.values()):
+            plan = _Plan(header, False, [], set(), False, False)
+            forward(session, header, frame, rewrite_metadata_answer, plan)
+            return
+        self.handle(session, ctx, header, frame, decode_request(frame, header), verdict)
+
+    def handle(self, session, ctx, header, frame, request, verdict=None):
+        """`verdict` (name -> allowed): the checks `__call__` has already made."""
         v = header.api_version
         topics = request.topics
         all_topics = topics is None or (v == 0 and not topics)
@@ -123,7 +153,8 @@ class MetadataHandler(ApiHandler):
             name = t.name if t.name is not None else names.get(t.topic_id)
             if name is not None:
                 counts[name] = counts.get(name, 0) + 1
-        verdict = {n: ctx.check(header, DESCRIBE, TOPIC, n, True, c) for n, c in counts.items()}
+        if verdict is None:
+            verdict = {n: ctx.check(header, DESCRIBE, TOPIC, n, True, c) for n, c in counts.items()}
         for t in topics:
             if t.name is not None:
                 if verdict[t.name]:
@@ -241,7 +272,45 @@ def _read_string(frame, offset: int, flexible: bool) -> tuple[str | None, int]:
     return reader(frame, offset)
 
 
+def _memoizable(plan: _Plan, v: int) -> bool:
+    """The rewrite depends on nothing but the broker's bytes and the address directory: no
+    decision is taken (so none is audited or counted) and nothing is added or recomputed."""
+    return not (
+        plan.all_topics
+        or plan.errors
+        or plan.creatable_unknown_to_29
+        or plan.cluster_ops
+        or (plan.topic_ops and v >= 8)
+    )
+
+
 def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+    """Rewrite the broker's answer for the client; a plain one (see `_memoizable`) is
+    remembered by its bytes and replayed, side effects on the shared caches included."""
+    v = slot.api_version
+    memo = session.config.answers
+    if not _memoizable(slot.state, v) or len(frame) > memo.max_bytes:
+        return _rewrite_answer(session, slot, frame, [])
+    directory = session.config.directory
+    body = bytes(frame[8:])
+    hit = memo.get((v, getattr(directory, "generation", None), body))
+    view: ClusterView = session.context.policy.cluster_view
+    if hit is None:
+        learned: list = []
+        out = _rewrite_answer(session, slot, frame, learned)
+        # keyed on the generation after the rewrite: advertising may have bound a port
+        key = (v, getattr(directory, "generation", None), body)
+        memo.put(key, (out[8:], tuple(learned), view.cluster_id, view.controller_id, view.racks))
+        return out
+    rest, learned, view.cluster_id, view.controller_id, view.racks = hit
+    learn = session.context.policy.topic_ids.learn
+    for topic_id, name in learned:
+        learn(topic_id, name)
+    return _I32.pack(len(rest) + 4) + bytes(frame[4:8]) + rest
+
+
+def _rewrite_answer(session: ProxySession, slot: Slot, frame, learned: list) -> bytes:
+    """The full rewrite; appends the (topic id, name) pairs it fed the id cache to `learned`."""
     plan: _Plan = slot.state
     ctx: AuthContext = session.context
     v = slot.api_version
@@ -274,6 +343,9 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
             topic, used = topic_reader(frame, pos)
             raw = frame[pos : pos + used]
             pos += used
+            topic_id = getattr(topic, "topic_id", None)
+            ctx.policy.topic_ids.learn(topic_id, topic.name)
+            learned.append((topic_id, topic.name))
             kept_raw = _rewrite_topic(ctx, plan, mod, topic, raw, v)
             if kept_raw is not None:
                 kept.append(kept_raw)
@@ -299,7 +371,6 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
 def _rewrite_topic(ctx: AuthContext, plan: _Plan, mod, topic, raw, v: int) -> bytes | None:
     """The bytes to keep for one topic entry, or None to drop it."""
     name = topic.name
-    ctx.policy.topic_ids.learn(getattr(topic, "topic_id", None), name)
     if (
         plan.all_topics
         and name is not None
