@@ -395,6 +395,11 @@ class ProxyConfig:
             raise ConfigError("max_frame_bytes must be positive")
         if self.max_in_flight <= 0:
             raise ConfigError("max_in_flight must be positive")
+        for name in ("connect_timeout", "audit_window"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive")
+        if not self.shutdown_grace >= 0:
+            raise ConfigError("shutdown_grace must be 0 or more seconds")
         from authz.authorizer import parse_super_users
 
         for principal in self.super_user:
