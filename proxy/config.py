@@ -179,6 +179,21 @@ class ProxyConfig:
         metavar="N",
         help="requests in flight per connection before the proxy stops reading (default 1000)",
     )
+    max_connections: int = _setting(
+        0,
+        parse=int,
+        metavar="N",
+        help="client connections the proxy holds at most, like Kafka's max.connections; past "
+        "it new connections are closed at once (default 0: no limit)",
+    )
+    max_connections_per_ip: int = _setting(
+        0,
+        parse=int,
+        metavar="N",
+        help="client connections from one address at most, like Kafka's "
+        "max.connections.per.ip; not applied to trusted PROXY protocol senders (default 0: "
+        "no limit)",
+    )
     api_version_cap: dict[int, int] = _setting(
         {},
         multiple=True,
@@ -398,6 +413,9 @@ class ProxyConfig:
         for name in ("connect_timeout", "audit_window"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive")
+        for name in ("max_connections", "max_connections_per_ip"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 (no limit) or more")
         if not self.shutdown_grace >= 0:
             raise ConfigError("shutdown_grace must be 0 or more seconds")
         from authz.authorizer import parse_super_users

@@ -96,6 +96,8 @@ class ClientConnection(asyncio.Protocol):
         self._proxy_header: bytearray | None = None
         self._first_data = True
         self._reauth: UpstreamReauthenticator | None = None
+        #: the address this connection counts against in max_connections_per_ip
+        self.counted_address: str | None = None
 
     # asyncio.Protocol (client side) ------------------------------------------------
 
@@ -104,7 +106,11 @@ class ClientConnection(asyncio.Protocol):
         set_nodelay(transport)
         self.peer = peer_string(transport)
         security = self.server.security
-        self.server.connection_opened(self)
+        refused = self.server.connection_opened(self, self._limited_address(transport))
+        if refused is not None:
+            self.session = None
+            self.close(f"connection refused: {refused}", "connection_limit")
+            return
         try:
             principal = self._tls_principal()
         except NoMatchingRule as exc:
@@ -130,6 +136,20 @@ class ClientConnection(asyncio.Protocol):
             return  # the upstream connection waits for a successful authentication
         self.pause_client("connecting")
         self._connect_task = asyncio.ensure_future(self._connect_upstream())
+
+    def _limited_address(self, transport: asyncio.BaseTransport) -> str | None:
+        """The client address for max_connections_per_ip: the PROXY header's source when it
+        was read before TLS; None for a trusted PROXY sender whose header comes later (its
+        own address is a load balancer's, shared by many clients)."""
+        if self.pre_accepted:
+            return self.proxied_source[0] if self.proxied_source is not None else None
+        peer = transport.get_extra_info("peername")
+        if not peer:
+            return None
+        trusted = self.server.security.trusted_proxies
+        if trusted and is_trusted(peer[0], trusted):
+            return None
+        return peer[0]
 
     def _tls_principal(self) -> str:
         """`User:ANONYMOUS`, or on an SSL listener the mapped client certificate subject."""

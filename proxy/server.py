@@ -64,6 +64,8 @@ class ProxyServer:
             config.upstream, self.connector, timeout=config.connect_timeout
         )
         self.connections: set[ClientConnection] = set()
+        #: client address -> open connections (only with max_connections_per_ip)
+        self._per_address: dict[str, int] = {}
         self.servers: list[asyncio.AbstractServer] = []
         self.health: HealthServer | None = None
         self.metrics_address: tuple[str, int] | None = None
@@ -377,15 +379,34 @@ class ProxyServer:
 
         self._pending_listeners.append(loop.create_task(serve()))
 
-    def connection_opened(self, conn: ClientConnection) -> None:
+    def connection_opened(self, conn: ClientConnection, address: str | None) -> str | None:
+        """Count a new connection from `address` (its client IP; None: not limited per
+        address); returns why it must be refused, if a connection limit is reached."""
         self.connections.add(conn)
         self.metrics.connections.labels(conn.listener if conn.node_id is None else "broker").inc()
         self.metrics.connections_active.labels("all").inc()
+        limit = self.config.max_connections
+        if limit and len(self.connections) > limit:
+            return f"max_connections ({limit}) reached"
+        per_ip = self.config.max_connections_per_ip
+        if per_ip and address is not None:
+            conn.counted_address = address
+            count = self._per_address[address] = self._per_address.get(address, 0) + 1
+            if count > per_ip:
+                return f"{address} already has max_connections_per_ip ({per_ip}) connections"
+        return None
 
     def connection_closed(self, conn: ClientConnection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
             self.metrics.connections_active.labels("all").dec()
+            address = conn.counted_address
+            if address is not None:
+                left = self._per_address[address] - 1
+                if left:
+                    self._per_address[address] = left
+                else:
+                    del self._per_address[address]
 
     def _log_dropped_keys(self, keys: set[int]) -> None:
         new = keys - self._dropped_logged
