@@ -137,6 +137,11 @@ class ClientConnection(asyncio.Protocol):
         self.pause_client("connecting")
         self._connect_task = asyncio.ensure_future(self._connect_upstream())
 
+    @property
+    def listener_label(self) -> str:
+        """The `listener` label of the connection metrics: "bootstrap" or "broker"."""
+        return self.listener if self.node_id is None else "broker"
+
     def _limited_address(self, transport: asyncio.BaseTransport) -> str | None:
         """The client address for max_connections_per_ip: the PROXY header's source when it
         was read before TLS; None for a trusted PROXY sender whose header comes later (its

@@ -383,8 +383,8 @@ class ProxyServer:
         """Count a new connection from `address` (its client IP; None: not limited per
         address); returns why it must be refused, if a connection limit is reached."""
         self.connections.add(conn)
-        self.metrics.connections.labels(conn.listener if conn.node_id is None else "broker").inc()
-        self.metrics.connections_active.labels("all").inc()
+        self.metrics.connections.labels(conn.listener_label).inc()
+        self.metrics.connections_active.labels(conn.listener_label).inc()
         limit = self.config.max_connections
         if limit and len(self.connections) > limit:
             return f"max_connections ({limit}) reached"
@@ -399,7 +399,7 @@ class ProxyServer:
     def connection_closed(self, conn: ClientConnection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
-            self.metrics.connections_active.labels("all").dec()
+            self.metrics.connections_active.labels(conn.listener_label).dec()
             address = conn.counted_address
             if address is not None:
                 left = self._per_address[address] - 1

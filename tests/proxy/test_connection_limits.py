@@ -46,8 +46,12 @@ def test_per_ip_limit(tansu, proxy_factory):
     assert wait_for(lambda: len(proxy.server.connections) == 1)
     with RawClient(proxy.bootstrap) as third:  # a place was freed
         assert api_versions_ok(third)
+    assert proxy.metric("aclgate_connections_active", {"listener": "bootstrap"}) == 1  # second
     second.close()
     assert wait_for(lambda: proxy.run(lambda: dict(proxy.server._per_address)) == {})
+    assert wait_for(
+        lambda: proxy.metric("aclgate_connections_active", {"listener": "bootstrap"}) == 0
+    )
 
 
 def test_total_limit(tansu, proxy_factory):
