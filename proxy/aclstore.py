@@ -162,8 +162,8 @@ class AclFileWatcher:
     def _failed(self, message: str) -> None:
         if message == self.last_error:
             return  # reported already; say it once, not once per poll
+        self.failures += 1  # before last_error: a reader that sees the error sees the count
         self.last_error = message
-        self.failures += 1
         kept = "keeping the previous ACLs" if self.authorizer.ready else "no ACLs are loaded"
         self.log.error("ACL file not loaded, %s: %s", kept, message)
 

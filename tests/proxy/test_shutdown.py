@@ -15,7 +15,7 @@ from tests.fixtures.rawclient import RawClient
 from tests.fixtures.scripted_broker import DEFAULT_SCRIPT, ScriptedCluster
 from tests.listeners.util import metadata_request
 
-SLOW = 1.0  # seconds the scripted broker takes to answer Metadata for topic "slow"
+SLOW = 2.0  # seconds the scripted broker takes to answer Metadata for topic "slow"
 
 
 @pytest.fixture
@@ -31,6 +31,30 @@ def slow_cluster():
         yield cluster
 
 
+def wait_until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def broker_has(cluster, topic: str) -> bool:
+    return any(
+        t.name == topic
+        for h, r in list(cluster.nodes[0].requests)
+        if h.api_key == 3
+        for t in r.topics or ()
+    )
+
+
+def listener_closed(address: str) -> bool:
+    try:
+        socket.create_connection(tuple(address.rsplit(":", 1)), timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
 def stop_in_background(proxy) -> threading.Thread:
     stopper = threading.Thread(target=proxy.stop)
     stopper.start()
@@ -42,12 +66,10 @@ def test_responses_in_flight_are_delivered_then_the_connection_closes(slow_clust
     with RawClient(proxy.bootstrap, timeout=10) as raw:
         assert raw.request(metadata_request("fast")).topics[0].name == "fast"
         cid = raw.send(metadata_request("slow"))
-        time.sleep(0.2)  # the request is with the broker
+        wait_until(lambda: broker_has(slow_cluster, "slow"))
         started = time.monotonic()
         stopper = stop_in_background(proxy)
-        time.sleep(0.2)
-        with pytest.raises(OSError):  # the listener is closed at once
-            socket.create_connection(tuple(proxy.bootstrap.rsplit(":", 1)), timeout=2).close()
+        wait_until(lambda: listener_closed(proxy.bootstrap))  # at once, before the drain
         raw.send(metadata_request("late"))  # not read any more: never answered
         frame = raw.recv_frame()
         assert frame is not None and int.from_bytes(frame[4:8], "big") == cid
@@ -62,7 +84,7 @@ def test_the_grace_period_bounds_the_wait(slow_cluster, proxy_factory):
     proxy = proxy_factory(slow_cluster.bootstrap, shutdown_grace=0.3)
     with RawClient(proxy.bootstrap, timeout=10) as raw:
         raw.send(metadata_request("slow"))
-        time.sleep(0.2)
+        wait_until(lambda: broker_has(slow_cluster, "slow"))
         started = time.monotonic()
         stop_in_background(proxy).join(15)
         assert time.monotonic() - started < SLOW
