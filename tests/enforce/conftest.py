@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from proxy.usersfile import add_user
+from tests.fixtures.wait import wait_until  # noqa: F401 (the enforce tests import it from here)
 
 USERS = ("alice", "bob", "charlie", "admin")
 
@@ -99,13 +99,3 @@ def enforced(tansu, proxy_factory, users_file, tmp_path) -> Enforced:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def wait_until(predicate, timeout: float = 20.0, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")

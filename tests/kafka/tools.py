@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -195,15 +194,3 @@ def producer_perf_test(
     for k, v in (properties or {}).items():
         args += ["--command-property", f"{k}={v}"]
     return run_tool("kafka-producer-perf-test", *args, **kw)
-
-
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
-    """Poll `predicate()` until it returns a truthy value; return it or raise TimeoutError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)

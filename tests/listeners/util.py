@@ -12,6 +12,8 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from tests.fixtures.wait import wait_until  # noqa: F401 (the listener tests import it from here)
+
 USERS = ("alice", "bob", "admin")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: mTLS: the subject's CN, lower-cased, when OU=eng; anything else keeps the full DN
@@ -24,16 +26,6 @@ def password(user: str) -> str:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 # --------------------------------------------------------------------------- ACLs and audit

@@ -4,9 +4,9 @@ connection over a limit is closed at once and counted; closing one frees its pla
 from __future__ import annotations
 
 import socket
-import time
 
 from tests.fixtures.rawclient import RawClient, request_entity
+from tests.fixtures.wait import wait_until
 
 
 def api_versions_ok(raw: RawClient) -> bool:
@@ -28,13 +28,6 @@ def closed_at_once(address: str) -> bool:
             return True
 
 
-def wait_for(predicate, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return predicate()
-
-
 def test_per_ip_limit(tansu, proxy_factory):
     proxy = proxy_factory(tansu.bootstrap, max_connections_per_ip=2)
     first, second = RawClient(proxy.bootstrap), RawClient(proxy.bootstrap)
@@ -43,17 +36,15 @@ def test_per_ip_limit(tansu, proxy_factory):
     assert proxy.metric("aclgate_errors_total", {"kind": "connection_limit"}) == 1
     assert api_versions_ok(first)  # the ones already open are not disturbed
     first.close()
-    assert wait_for(lambda: len(proxy.server.connections) == 1)
+    wait_until(lambda: len(proxy.server.connections) == 1)
     with RawClient(proxy.bootstrap) as third:  # a place was freed
         assert api_versions_ok(third)
-    assert wait_for(  # only the second is left, once the proxy has seen the third close
+    wait_until(  # only the second is left, once the proxy has seen the third close
         lambda: proxy.metric("aclgate_connections_active", {"listener": "bootstrap"}) == 1
     )
     second.close()
-    assert wait_for(lambda: proxy.run(lambda: dict(proxy.server._per_address)) == {})
-    assert wait_for(
-        lambda: proxy.metric("aclgate_connections_active", {"listener": "bootstrap"}) == 0
-    )
+    wait_until(lambda: proxy.run(lambda: dict(proxy.server._per_address)) == {})
+    wait_until(lambda: proxy.metric("aclgate_connections_active", {"listener": "bootstrap"}) == 0)
 
 
 def test_total_limit(tansu, proxy_factory):
@@ -62,6 +53,6 @@ def test_total_limit(tansu, proxy_factory):
         assert api_versions_ok(only)
         assert closed_at_once(proxy.bootstrap)
         assert api_versions_ok(only)
-    assert wait_for(lambda: not proxy.server.connections)
+    wait_until(lambda: not proxy.server.connections)
     with RawClient(proxy.bootstrap) as again:
         assert api_versions_ok(again)

@@ -13,6 +13,7 @@ import pytest
 
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.scripted_broker import DEFAULT_SCRIPT, ScriptedCluster
+from tests.fixtures.wait import wait_until
 from tests.listeners.util import metadata_request
 
 SLOW = 2.0  # seconds the scripted broker takes to answer Metadata for topic "slow"
@@ -29,13 +30,6 @@ def slow_cluster():
 
         cluster.nodes[0].script[3] = slow_metadata
         yield cluster
-
-
-def wait_until(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def broker_has(cluster, topic: str) -> bool:
