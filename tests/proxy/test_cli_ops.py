@@ -115,7 +115,9 @@ def http_get(url: str) -> tuple[int, str]:
 def test_metrics_health_and_readiness(tansu, proxy_factory):
     proxy = proxy_factory(tansu.bootstrap, metrics_listen=("127.0.0.1", 0))
     base = "http://{}:{}".format(*proxy.server.metrics_address)
-    clients.confluent_idempotent_and_transactions(proxy.bootstrap, "metrics-topic", "metrics-txn")
+    clients.confluent_idempotent_and_transactions(
+        proxy.bootstrap, "metrics-topic", "metrics-txn", hides_aborted=False
+    )
     status, body = http_get(base + "/metrics")
     assert status == 200
     assert 'aclgate_requests_total{api="Produce"}' in body
@@ -232,7 +234,9 @@ def test_every_metric_is_documented_and_policy_state_is_exported(tansu, proxy_fa
         acl_file=acls,
         audit_file=tmp_path / "audit.jsonl",
     )
-    clients.confluent_idempotent_and_transactions(proxy.bootstrap, "ops-topic", "ops-txn")
+    clients.confluent_idempotent_and_transactions(
+        proxy.bootstrap, "ops-topic", "ops-txn", hides_aborted=False
+    )
     proxy.metric("aclgate_requests_total")  # nothing to wait for: the registry is read live
     families = {m.name for m in proxy.server.metrics.registry.collect()}
     doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
