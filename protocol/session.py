@@ -16,6 +16,7 @@ back `SessionIO` to write, close and pause. Its jobs:
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -25,6 +26,8 @@ from typing import Any, Protocol
 from protocol.codec import MalformedResponse
 from protocol.framing import DEFAULT_MAX_FRAME, Frame, FrameSplitter, FrameTooLarge
 from protocol.header import MalformedRequest, RequestHeader, UnknownApi, parse_request_header
+
+log = logging.getLogger("aclgate.protocol")
 
 _SIZE_CORR = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
@@ -329,6 +332,8 @@ class ProxySession:
                 f"malformed api_key={header.api_key} v{header.api_version} request: {exc}",
                 "malformed_request",
             )
+        except Exception as exc:  # a bug of ours: fail closed rather than hang or forward
+            self.internal_error(f"api_key={header.api_key} v{header.api_version} request", exc)
 
     # ------------------------------------------------------------ handler primitives
 
@@ -400,6 +405,12 @@ class ProxySession:
             self._drain_backlog()
             self._flush()
 
+    def internal_error(self, what: str, exc: BaseException) -> None:
+        """An unexpected exception while handling `what`: logged with its traceback (a bug
+        to report), and the connection closed, so nothing unchecked is forwarded."""
+        log.error("internal error handling %s", what, exc_info=exc)
+        self.fail(f"internal error handling {what}: {exc!r}", "internal_error")
+
     def fail(self, reason: str, kind: str = "protocol_error") -> None:
         """Protocol violation: close both sides now, nothing more is written."""
         if not self.closed:
@@ -435,6 +446,9 @@ class ProxySession:
                             self.fail(
                                 f"cannot rewrite upstream response: {exc}", "bad_upstream_response"
                             )
+                            return
+                        except Exception as exc:
+                            self.internal_error(f"api_key={slot.api_key} response", exc)
                             return
                         if self.closed:
                             return
@@ -481,6 +495,9 @@ class ProxySession:
                     pos = self._start_response(view[pos : pos + 8], view, pos, end)
         except MalformedResponse as exc:
             self.fail(f"cannot rewrite upstream response: {exc}", "bad_upstream_response")
+            return
+        except Exception as exc:
+            self.internal_error("a response", exc)
             return
         self._flush()
 

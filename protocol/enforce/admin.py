@@ -142,7 +142,9 @@ class DeleteTopicsHandler(ApiHandler):
         return (
             "`DELETE CLUSTER` (logIfDenied=false) allows all, else `DESCRIBE TOPIC[name]` and "
             "`DELETE TOPIC[name]` per topic: by name without DESCRIBE or DELETE: 29 (name echoed, "
-            "zero id); by id: 29 with the name only if DESCRIBE is allowed"
+            "zero id); by id: 29 with the name only if DESCRIBE is allowed. Before any check, "
+            "as Kafka: entries with neither or both of name and id, and duplicated names or "
+            "ids, get 42 INVALID_REQUEST"
         )
 
     def handle(self, session, ctx, header, frame, request):
@@ -150,45 +152,40 @@ class DeleteTopicsHandler(ApiHandler):
             forward(session, header, frame)
             return
         mod = response_module(header.api_key, header.api_version)
+        entries = request.topic_names if header.api_version < 6 else request.topics
+        invalid, names, ids = self._validate(mod, header.api_version, entries)
+        id_names = resolve(ctx.policy.topic_ids, ctx.looked_up, ids) if ids else {}
+        checked = list(dict.fromkeys([*names, *(n for n in id_names.values() if n is not None)]))
+        described = {n: ctx.check(header, DESCRIBE, TOPIC, n) for n in checked}
+        deletable = {n: ctx.check(header, DELETE, TOPIC, n) for n in checked}
+        errors_list = list(invalid)
+        kept_names = set()
+        for name in names:
+            if described[name] and deletable[name]:
+                kept_names.add(name)
+            else:
+                errors_list.append(self._result(mod, name, None))
+        kept_ids = set()
+        for topic_id in ids:
+            name = id_names.get(topic_id)
+            if name is None:
+                errors_list.append(self._result(mod, None, topic_id, ErrorCode.unknown_topic_id))
+            elif described[name] and deletable[name]:
+                kept_ids.add(topic_id)
+            else:
+                errors_list.append(self._result(mod, name if described[name] else None, topic_id))
+        errors = tuple(errors_list)
         if header.api_version < 6:
-            names = list(request.topic_names)
-            described = {n: ctx.check(header, DESCRIBE, TOPIC, n) for n in dict.fromkeys(names)}
-            deletable = {n: ctx.check(header, DELETE, TOPIC, n) for n in dict.fromkeys(names)}
-            kept = [n for n in names if described[n] and deletable[n]]
-            errors = tuple(
-                self._result(mod, n, None) for n in dict.fromkeys(names) if n not in kept
-            )
-            replace = {"topic_names": tuple(kept)}
+            replace = {"topic_names": tuple(n for n in entries if n in kept_names)}
         else:
-            by_id = [
-                t.topic_id
-                for t in request.topics
-                if t.name is None and t.topic_id not in (None, ZERO)
-            ]
-            id_names = resolve(ctx.policy.topic_ids, ctx.looked_up, by_id) if by_id else {}
-            entries = []
-            for t in request.topics:
-                name = t.name if t.name is not None else id_names.get(t.topic_id)
-                entries.append((t, name))
-            names = [n for _, n in entries if n is not None]
-            described = {n: ctx.check(header, DESCRIBE, TOPIC, n) for n in dict.fromkeys(names)}
-            deletable = {n: ctx.check(header, DELETE, TOPIC, n) for n in dict.fromkeys(names)}
-            kept, errors_list = [], []
-            for t, name in entries:
-                if name is None and t.name is None and t.topic_id not in (None, ZERO):
-                    errors_list.append(
-                        self._result(mod, None, t.topic_id, ErrorCode.unknown_topic_id)
-                    )
-                elif name is None or (described[name] and deletable[name]):
-                    kept.append(t)  # malformed entries are the broker's to reject
-                elif t.name is not None:
-                    errors_list.append(self._result(mod, t.name, None))
-                else:
-                    errors_list.append(
-                        self._result(mod, name if described[name] else None, t.topic_id)
-                    )
-            errors = tuple(errors_list)
-            replace = {"topics": tuple(kept)}
+            replace = {
+                "topics": tuple(
+                    t
+                    for t in entries
+                    if (t.name in kept_names and t.topic_id in (None, ZERO))
+                    or (t.name is None and t.topic_id in kept_ids)
+                )
+            }
         if not errors:
             forward(session, header, frame)
             return
@@ -203,6 +200,54 @@ class DeleteTopicsHandler(ApiHandler):
             lambda s, slot, f: merged_response(
                 f, slot, lambda b: dataclasses.replace(b, responses=tuple(b.responses) + errors)
             ),
+        )
+
+    @classmethod
+    def _validate(cls, mod, version: int, entries) -> tuple[list, list[str], list]:
+        """Kafka's checks before authorization: an entry with neither or both of name and
+        id, and every duplicated name or id, is INVALID_REQUEST whatever the ACLs say (and
+        a duplicated one is not deleted at all). Returns those results and the unique names
+        and ids left to authorize."""
+        invalid: list = []
+        names: dict[str, int] = {}
+        ids: dict = {}
+        for entry in entries:
+            name, topic_id = (entry, None) if version < 6 else (entry.name, entry.topic_id)
+            has_id = topic_id not in (None, ZERO)
+            if name is None and not has_id:
+                invalid.append(
+                    cls._invalid(mod, None, None, "Neither topic name nor id were specified.")
+                )
+            elif name is not None and has_id:
+                invalid.append(
+                    cls._invalid(
+                        mod, name, topic_id, "You may not specify both topic name and topic id."
+                    )
+                )
+            elif name is not None:
+                names[name] = names.get(name, 0) + 1
+            else:
+                ids[topic_id] = ids.get(topic_id, 0) + 1
+        invalid += [
+            cls._invalid(mod, n, None, "Duplicate topic name.") for n, c in names.items() if c > 1
+        ]
+        invalid += [
+            cls._invalid(mod, None, i, "Duplicate topic id.") for i, c in ids.items() if c > 1
+        ]
+        return (
+            invalid,
+            [n for n, c in names.items() if c == 1],
+            [i for i, c in ids.items() if c == 1],
+        )
+
+    @staticmethod
+    def _invalid(mod, name, topic_id, message: str):
+        return build(
+            mod.DeletableTopicResult,
+            ErrorCode.invalid_request,
+            None,
+            None,
+            {"name": name, "topic_id": topic_id, "error_message": message},
         )
 
     @staticmethod

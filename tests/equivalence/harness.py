@@ -862,6 +862,53 @@ class Client:
             for p in r.results_by_partition
         }
 
+    def raw_delete_topics(
+        self, entries: Sequence[tuple[str | None, str | None]], version: int = 6
+    ) -> list[str]:
+        """ONE DeleteTopics with (name, id label) entries, None for an absent name or a
+        zero id; a label stands for a fixed id no topic has (v5: names only). Per result
+        "name|id|error|message", sorted (Kafka shuffles them)."""
+        from kio.static.primitive import i32Timedelta
+
+        from tests.fixtures.rawclient import module, request_entity
+
+        ids = {label: uuid.uuid5(uuid.NAMESPACE_OID, label) for _, label in entries if label}
+        labels = {v: k for k, v in ids.items()}
+        m = module(20, version)
+        timeout = i32Timedelta.parse(datetime.timedelta(seconds=STEP_TIMEOUT - 5))
+        if version < 6:
+            req = request_entity(
+                20, version, topic_names=tuple(self.t(n) for n, _ in entries), timeout=timeout
+            )
+        else:
+            req = request_entity(
+                20,
+                version,
+                topics=tuple(
+                    m.DeleteTopicState(
+                        name=None if name is None else self.t(name),
+                        topic_id=ids[label] if label else uuid.UUID(int=0),
+                    )
+                    for name, label in entries
+                ),
+                timeout=timeout,
+            )
+        with _raw_client(self.profile) as client:
+            resp = client.request(req)
+        return sorted(
+            "|".join(
+                (
+                    "-" if r.name is None else self.ns.logical(r.name),
+                    "zero"
+                    if getattr(r, "topic_id", None) in (None, uuid.UUID(int=0))
+                    else labels.get(r.topic_id, "other"),
+                    error_name(int(r.error_code)),
+                    str(r.error_message),
+                )
+            )
+            for r in resp.responses
+        )
+
     def raw_commit_offsets(self, group: str, offsets: Mapping[str, int]) -> Any:
         """FindCoordinator, then OffsetCommit v8 outside any generation (generation -1, no
         member: what admin tools send) for partition 0 of each topic: per-partition errors,

@@ -308,6 +308,30 @@ def admin(r: Run) -> None:
         ANON,
         lambda c: c.delete_topics(["made-1", "locked", "gone", "never"]),
     )
+    r.step(
+        "DeleteTopics v6: both name and id, duplicates, neither, unknown id, allowed name",
+        ANON,
+        lambda c: c.raw_delete_topics(
+            [
+                ("locked", "both"),
+                ("locked", None),
+                ("locked", None),
+                (None, None),
+                (None, "twice"),
+                (None, "twice"),
+                (None, "unknown"),
+                ("other", None),
+                ("made-2", None),
+            ]
+        ),
+    )
+    r.step(
+        "DeleteTopics v5: a duplicated name, a denied one, an allowed absent one",
+        ANON,
+        lambda c: c.raw_delete_topics(
+            [("locked", None), ("locked", None), ("other", None), ("made-3", None)], version=5
+        ),
+    )
     r.step("describe cluster", ANON, lambda c: c.describe_cluster())
     r.step("list groups", ANON, lambda c: c.list_groups())
     r.step(

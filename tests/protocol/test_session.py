@@ -221,3 +221,38 @@ def test_upstream_protocol_violations_close():
     s, io = make()
     s.upstream_data(response(1))
     assert io.closed[1] == "bad_upstream_response"
+
+
+def test_a_handler_bug_closes_the_connection_and_forwards_nothing(caplog):
+    def broken(session, header, frame_):
+        raise KeyError("a bug")
+
+    session, io = make(handlers={3: broken})
+    with caplog.at_level("ERROR", logger="aclgate.protocol"):
+        session.client_data(request(3, 1, 7))
+    assert io.closed == (
+        "internal error handling api_key=3 v1 request: KeyError('a bug')",
+        "internal_error",
+    )
+    assert not io.upstream and not io.client
+    assert "KeyError: 'a bug'" in caplog.text  # the traceback, for a bug report
+
+
+def test_a_handler_bug_after_a_parked_retry_closes_too():
+    """A request parked for a lookup is handled again from the lookup's callback: a bug
+    there must close the connection, not leave the client waiting for ever."""
+    resume = []
+
+    def parks_then_breaks(session, header, frame_):
+        if not resume:
+            session.retry_after(frame_, resume.append)
+            return
+        raise RuntimeError("after the lookup")
+
+    session, io = make(handlers={3: parks_then_breaks})
+    session.client_data(request(3, 1, 7) + request(3, 1, 8))
+    assert io.closed is None
+    resume[0]()
+    assert io.closed[1] == "internal_error"
+    assert "RuntimeError('after the lookup')" in io.closed[0]
+    assert not io.upstream and not io.client
