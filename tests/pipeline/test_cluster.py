@@ -1,8 +1,8 @@
-"""The report on a real standalone Spark cluster: a master and a worker on loopback.
+"""The jobs on a real standalone Spark cluster: a master and a worker on loopback.
 
 Both are started from the installed pyspark (`spark-class ...Master` / `...Worker`), small
-memory, one core; the job runs in a separate `aclgate report --master spark://...` process,
-as a user would run it. Kept minimal (no what-if): it is the slowest test of the suite.
+memory, one core. The report runs in a separate `aclgate report --master spark://...`
+process, the what-if through `spark-submit pipeline/submit.py`, as users run them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 
 from tests.pipeline.conftest import require_spark
 from tests.pipeline.helpers import (
+    CANDIDATE,
     POLICY,
     aclgate,
     small_log,
@@ -101,14 +103,14 @@ def cluster(tmp_path_factory):
         )  # fmt: skip
         procs.append(worker)
         wait_for(master_log, "Registering worker", master)
-        yield url, root
+        yield url, root, env
     finally:
         for proc in reversed(procs):
             stop(proc)
 
 
 def test_report_on_a_standalone_cluster(cluster):
-    url, root = cluster
+    url, root, _ = cluster
     events = small_log()
     write_jsonl(root / "audit" / "a.jsonl", events[:5])
     write_jsonl(root / "audit" / "b.jsonl.gz", events[5:])
@@ -129,3 +131,37 @@ def test_report_on_a_standalone_cluster(cluster):
     assert "[Stage" not in result.stderr  # Spark's progress bar stays off
     worker_log = (root / "worker.log").read_text()
     assert "Asked to launch executor" in worker_log  # the work ran on the worker, not locally
+
+
+def test_whatif_through_spark_submit_on_the_standalone_cluster(cluster):
+    """`spark-submit pipeline/submit.py`, as docs/pipeline.md shows it: spark-submit owns
+    the master and the JVM, the job's options are aclgate's."""
+    url, root, env = cluster
+    audit = root / "submit-audit"
+    write_jsonl(audit / "a.jsonl", small_log())
+    out = root / "submit-whatif"
+    candidate = write_acl_file(root / "candidate.json", CANDIDATE)
+    repo = Path(__file__).resolve().parents[2]
+    launched = (root / "worker.log").read_text().count("Asked to launch executor")
+    result = subprocess.run(
+        [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", url,
+         "--driver-java-options",
+         f"-Dlog4j2.configurationFile={repo / 'pipeline' / 'log4j2.properties'}",
+         "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=1",
+         "--conf", "spark.sql.shuffle.partitions=2",
+         str(repo / "pipeline" / "submit.py"), "whatif", "--audit", str(audit),
+         "--candidate-acl-file", str(candidate), "--out", str(out),
+         "--super-user", "User:admin", "--fail-on-break"],
+        env={**env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+        cwd=root, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-4000:]  # --fail-on-break: alice would break
+    assert "7 events /       2 request shapes would flip to DENIED" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["to_denied"] == {"events": 7, "keys": 2}
+    assert summary["to_allowed"] == {"events": 1, "keys": 1}
+    # spark-submit runs Python with its stderr merged into stdout: the progress lines are there
+    assert "[whatif] 4/4 writing report.html" in result.stdout
+    assert " INFO " not in result.stderr and "[Stage" not in result.stdout + result.stderr
+    worker_log = (root / "worker.log").read_text()
+    assert worker_log.count("Asked to launch executor") > launched  # ran on the worker
