@@ -93,6 +93,7 @@ class ProxyServer:
             sink=self.recorder,
             lookup_topic_ids=self._lookup_topic_ids,
             lookup_partition_counts=self._lookup_partition_counts,
+            auto_create_topics=self._auto_create_topics,
         )
         allowed = advertised_versions(config.api_version_cap)
         self.directory = NodeDirectory(
@@ -473,6 +474,19 @@ class ProxyServer:
             done(counts)
 
         self._spawn(lookup())
+
+    def _auto_create_topics(self, names) -> None:
+        """Have the cluster auto-create `names` (the principal may CREATE them; see
+        protocol.enforce.metadata): the client learns of them on its next Metadata."""
+
+        async def create() -> None:
+            try:
+                await self.control.metadata(sorted(names), auto_create=True)
+                log.info("asked the cluster to auto-create %s", ", ".join(sorted(names)))
+            except Exception as exc:
+                log.warning("auto-creation of %s failed: %r", ", ".join(sorted(names)), exc)
+
+        self._spawn(create())
 
     async def _metadata_by_ids(self, ids, version: int):
         from protocol.versions import request_class, request_module

@@ -250,8 +250,9 @@ class ControlClient:
         up = self.api_ranges.get(api_key, (lo, hi))
         return min(hi, up[1])
 
-    async def metadata(self, topics: Sequence[str] | None = ()) -> Any:
-        """Metadata for `topics` (None = all topics, () = brokers only)."""
+    async def metadata(self, topics: Sequence[str] | None = (), auto_create: bool = False) -> Any:
+        """Metadata for `topics` (None = all topics, () = brokers only); `auto_create` has
+        the cluster create those that are missing (v4+)."""
         import sys
 
         from protocol.versions import request_class
@@ -272,7 +273,7 @@ class ControlClient:
             )
         }
         if version >= 4:
-            fields["allow_auto_topic_creation"] = False
+            fields["allow_auto_topic_creation"] = auto_create
         if 8 <= version <= 10:
             fields["include_cluster_authorized_operations"] = False
         if version >= 8:

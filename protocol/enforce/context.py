@@ -65,6 +65,10 @@ class Policy:
     lookup_partition_counts: (
         Callable[[Any, Callable[[dict[str, int] | None], None]], None] | None
     ) = None
+    #: (topic names) -> None: have the cluster auto-create these topics (a Metadata request
+    #: with auto-creation on, answer ignored), for Metadata requests that mix topics the
+    #: principal may and may not create
+    auto_create_topics: Callable[[Any], None] | None = None
     #: the last view of the cluster, to answer Metadata alone (protocol.enforce.metadata)
     cluster_view: Any = None
     #: optional conformance switches; see docs/apis.md

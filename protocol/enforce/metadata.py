@@ -10,8 +10,10 @@
 * Auto-creation is forwarded only when the principal may CREATE every requested topic
   (CREATE on the cluster, or on each topic); otherwise the request goes with auto-creation off
   and topics that come back UNKNOWN_TOPIC_OR_PARTITION and may not be created get Kafka's
-  create-denied answer (29). The CREATE denial is audited only then, i.e. when the topic
-  really did not exist, as Kafka checks CREATE only for missing topics.
+  create-denied answer (29), while those that may be created keep that answer and are
+  created by a separate auto-creating Metadata request (`Policy.auto_create_topics`): a KRaft
+  broker also answers 3 and creates them in the background. CREATE is audited only then,
+  i.e. when the topic really did not exist, as Kafka checks CREATE only for missing topics.
 * Authorized-operations bitfields are recomputed for the client's principal.
 
 The answer is rewritten by walking the topic entries and copying kept byte slices (a full
@@ -79,6 +81,7 @@ class _Plan:
     creatable_unknown_to_29: set  # topics that may not be created: map 3 -> 29
     topic_ops: bool
     cluster_ops: bool
+    create_if_unknown: set = dataclasses.field(default_factory=set)  # 3: create them aside
 
 
 class MetadataHandler(ApiHandler):
@@ -185,6 +188,8 @@ class MetadataHandler(ApiHandler):
                 }
             if plan.creatable_unknown_to_29:
                 changes["allow_auto_topic_creation"] = False
+                if ctx.policy.auto_create_topics is not None:
+                    plan.create_if_unknown = set(wanted) - plan.creatable_unknown_to_29
         if not kept and plan.errors and self._answer_alone(session, ctx, header, plan):
             return
         if len(kept) != len(topics) or changes or by_ids:
@@ -279,6 +284,7 @@ def _memoizable(plan: _Plan, v: int) -> bool:
         plan.all_topics
         or plan.errors
         or plan.creatable_unknown_to_29
+        or plan.create_if_unknown
         or plan.cluster_ops
         or (plan.topic_ops and v >= 8)
     )
@@ -339,6 +345,7 @@ def _rewrite_answer(session: ProxySession, slot: Slot, frame, learned: list) -> 
             n = 4
         pos += n
         kept: list[bytes] = []
+        to_create: list[str] = []
         for _ in range(max(count, 0)):
             topic, used = topic_reader(frame, pos)
             raw = frame[pos : pos + used]
@@ -349,9 +356,18 @@ def _rewrite_answer(session: ProxySession, slot: Slot, frame, learned: list) -> 
             kept_raw = _rewrite_topic(ctx, plan, mod, topic, raw, v)
             if kept_raw is not None:
                 kept.append(kept_raw)
+            if (
+                topic.name in plan.create_if_unknown
+                and topic.error_code == ErrorCode.unknown_topic_or_partition
+            ):
+                to_create.append(topic.name)
         tail = bytearray(frame[pos:])
     except DECODE_ERRORS as exc:
         raise MalformedResponse(f"cannot walk Metadata v{v} topics: {exc!r}") from exc
+    # audited now that the topics are known missing
+    to_create = [n for n in to_create if ctx.check(plan.header, CREATE, TOPIC, n)]
+    if to_create:
+        ctx.policy.auto_create_topics(to_create)
     view.cluster_id = cluster_id
     view.controller_id = controller_id
     view.racks = {b.node_id: getattr(b, "rack", None) for b in brokers}

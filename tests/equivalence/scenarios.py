@@ -231,6 +231,13 @@ def metadata_missing_topics(r: Run) -> None:
         lambda c: c.raw_metadata(["auto-ok"], auto_create=True),
     )
     r.observe("auto-ok was created", lambda o: o.topic_exists("auto-ok", wait=10))
+    r.step(
+        "metadata, auto-create mixed: mix-ok (CREATE), mix-no (DESCRIBE only)",
+        ANON,
+        lambda c: c.raw_metadata(["mix-ok", "mix-no"], auto_create=True),
+    )
+    r.observe("mix-ok was created", lambda o: o.topic_exists("mix-ok", wait=10))
+    r.observe("mix-no was created", lambda o: o.topic_exists("mix-no", wait=2))
 
 
 def produce_acks0_first_request(r: Run) -> None:
@@ -450,12 +457,15 @@ ANON_SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         "metadata-missing-topics",
-        "named Metadata of missing DESCRIBE-able topics, auto-creation with CREATE",
+        "named Metadata of missing DESCRIBE-able topics, auto-creation with CREATE, mixed",
         metadata_missing_topics,
         acls=(
             allow(ANON, "DESCRIBE", "TOPIC", "absent-desc"),
             allow(ANON, "CREATE", "TOPIC", "auto-ok"),
             allow(ANON, "DESCRIBE", "TOPIC", "auto-ok"),
+            allow(ANON, "CREATE", "TOPIC", "mix-ok"),
+            allow(ANON, "DESCRIBE", "TOPIC", "mix-ok"),
+            allow(ANON, "DESCRIBE", "TOPIC", "mix-no"),
         ),
     ),
     _idempotent_variant(

@@ -84,6 +84,7 @@ class Harness:
             authorizer=AUTHORIZERS[profile],
             lookup_topic_ids=lambda ids, done: self.pending.append(done),
             lookup_partition_counts=lambda names, done: self.pending.append(lambda: done({})),
+            auto_create_topics=lambda names: None,
         )
         self.io = FakeIO()
         self.session = ProxySession(
