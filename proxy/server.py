@@ -8,6 +8,7 @@ import socket
 import time
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from authz.authorizer import Authorizer
@@ -481,10 +482,21 @@ class ProxyServer:
 
         async def create() -> None:
             try:
-                await self.control.metadata(sorted(names), auto_create=True)
-                log.info("asked the cluster to auto-create %s", ", ".join(sorted(names)))
+                answer = await self.control.metadata(sorted(names), auto_create=True)
             except Exception as exc:
                 log.warning("auto-creation of %s failed: %r", ", ".join(sorted(names)), exc)
+                return
+            # a KRaft broker answers 3 (being created) or 5; anything else is a refusal, e.g.
+            # 29 when the cluster does not let the proxy's own identity create topics
+            refused = {
+                t.name: ErrorCode(t.error_code).name
+                for t in answer.topics
+                if t.error_code not in (0, 3, 5)
+            }
+            if refused:
+                log.warning("the cluster refused to auto-create: %s", refused)
+            else:
+                log.info("asked the cluster to auto-create %s", ", ".join(sorted(names)))
 
         self._spawn(create())
 
