@@ -10,10 +10,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
-from kio.serial.readers import read_unsigned_varint
-
 from protocol.codec import DECODE_ERRORS, MalformedResponse
 from protocol.header import skip_tagged_fields
+from protocol.lengths import length_prefix, read_length
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
@@ -21,18 +20,6 @@ _H = struct.Struct(">h")
 _ENTRY = struct.Struct(">hhh")
 _FIRST_FLEXIBLE = 3
 _PRODUCE = 0
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def trim_api_versions(
@@ -58,12 +45,7 @@ def trim_api_versions(
         # An error answer (e.g. 35 from an older broker) always carries a v0 body.
         flexible = api_version >= _FIRST_FLEXIBLE and error_code == 0
         pos = body + 2
-        if flexible:
-            count, n = read_unsigned_varint(frame, pos)
-            count -= 1
-        else:
-            (count,) = struct.unpack_from(">i", frame, pos)
-            n = 4
+        count, n = read_length(frame, pos, flexible)
         pos += n
         kept: list[bytes] = []
         for _ in range(max(count, 0)):
@@ -93,8 +75,9 @@ def trim_api_versions(
             kept.append(_ENTRY.pack(key, lo, hi) + tag)
     except DECODE_ERRORS as exc:
         raise MalformedResponse(f"cannot parse ApiVersions v{api_version} response: {exc}") from exc
-    length = _uvarint(len(kept) + 1) if flexible else struct.pack(">i", len(kept))
-    payload = bytes(frame[4 : body + 2]) + length + b"".join(kept) + rest
+    payload = (
+        bytes(frame[4 : body + 2]) + length_prefix(len(kept), flexible) + b"".join(kept) + rest
+    )
     return struct.pack(">i", len(payload)) + payload
 
 
@@ -119,7 +102,7 @@ def local_api_versions_response(
     if api_version >= _FIRST_FLEXIBLE:
         body = (
             _H.pack(0)
-            + _uvarint(len(entries) + 1)
+            + length_prefix(len(entries), True)
             + b"".join(entries)
             + struct.pack(">i", 0)
             + b"\0"

@@ -32,8 +32,9 @@ from kio.serial._parse import get_reader
 from kio.serial.readers import read_unsigned_varint
 
 from protocol.header import MalformedRequest
+from protocol.lengths import read_length
 
-_I8, _I32 = struct.Struct(">b"), struct.Struct(">i")
+_I8 = struct.Struct(">b")
 #: wire size of the fixed-width kafka types
 FIXED = {
     "bool": 1,
@@ -161,12 +162,7 @@ def _field(field: _Field, flexible: bool, buf, off: int, end: int) -> int:
         _value, n = field.reader(buf, off)
         return off + n
     if kind == "bytes":
-        if flexible:
-            length, n = read_unsigned_varint(buf, off)
-            length -= 1
-        else:
-            (length,) = _I32.unpack_from(buf, off)
-            n = 4
+        length, n = read_length(buf, off, flexible)
         return off + n + max(length, 0)
     if kind == "struct":
         if field.nullable:
@@ -176,12 +172,7 @@ def _field(field: _Field, flexible: bool, buf, off: int, end: int) -> int:
                 return off
         return _entity(field.entity, buf, off, end)
     # an array
-    if flexible:
-        count, n = read_unsigned_varint(buf, off)
-        count -= 1
-    else:
-        (count,) = _I32.unpack_from(buf, off)
-        n = 4
+    count, n = read_length(buf, off, flexible)
     off += n
     if count < 0:
         if not field.nullable:

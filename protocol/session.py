@@ -16,8 +16,8 @@ back `SessionIO` to write, close and pause. Its jobs:
 
 from __future__ import annotations
 
-import logging
 import struct
+import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,8 +26,6 @@ from typing import Any, Protocol
 from protocol.codec import MalformedResponse
 from protocol.framing import DEFAULT_MAX_FRAME, Frame, FrameSplitter, FrameTooLarge
 from protocol.header import MalformedRequest, RequestHeader, UnknownApi, parse_request_header
-
-log = logging.getLogger("aclgate.protocol")
 
 _SIZE_CORR = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
@@ -406,10 +404,11 @@ class ProxySession:
             self._flush()
 
     def internal_error(self, what: str, exc: BaseException) -> None:
-        """An unexpected exception while handling `what`: logged with its traceback (a bug
-        to report), and the connection closed, so nothing unchecked is forwarded."""
-        log.error("internal error handling %s", what, exc_info=exc)
-        self.fail(f"internal error handling {what}: {exc!r}", "internal_error")
+        """An unexpected exception while handling `what`: a bug of ours. The connection is
+        closed, so nothing unchecked is forwarded; the reason carries the traceback, for the
+        proxy's close log line and a bug report."""
+        trace = "".join(traceback.format_exception(exc)).rstrip()
+        self.fail(f"internal error handling {what}: {exc!r}\n{trace}", "internal_error")
 
     def fail(self, reason: str, kind: str = "protocol_error") -> None:
         """Protocol violation: close both sides now, nothing more is written."""

@@ -32,12 +32,10 @@ from kio.serial import entity_reader
 from kio.serial.readers import (
     read_compact_string_nullable,
     read_nullable_legacy_string,
-    read_unsigned_varint,
 )
 
 from authz.model import AclOperation, ResourceType
 from protocol.addresses import advertised_brokers, metadata_brokers_span
-from protocol.apiversions import _uvarint
 from protocol.codec import (
     DECODE_ERRORS,
     MalformedResponse,
@@ -50,6 +48,7 @@ from protocol.enforce.build import build
 from protocol.enforce.context import NOT_REQUESTED, AuthContext, NotReady
 from protocol.enforce.peek import peek_metadata
 from protocol.enforce.topics import ZERO, resolve
+from protocol.lengths import length_prefix, read_length
 from protocol.session import ProxySession, Slot
 from protocol.versions import response_class, response_module
 
@@ -337,12 +336,7 @@ def _rewrite_answer(session: ProxySession, slot: Slot, frame, learned: list) -> 
             (controller_id,) = _I32.unpack_from(frame, pos)
             pos += 4
         topics_at = pos
-        if flexible:
-            count, n = read_unsigned_varint(frame, pos)
-            count -= 1
-        else:
-            (count,) = _I32.unpack_from(frame, pos)
-            n = 4
+        count, n = read_length(frame, pos, flexible)
         pos += n
         kept: list[bytes] = []
         to_create: list[str] = []
@@ -374,7 +368,7 @@ def _rewrite_answer(session: ProxySession, slot: Slot, frame, learned: list) -> 
     kept.extend(encode_entity(e) for e in plan.errors)
     if plan.cluster_ops and 8 <= v <= 10:
         _I32.pack_into(tail, 0, MetadataHandler._cluster_ops(ctx, plan.header))
-    length = _uvarint(len(kept) + 1) if flexible else _I32.pack(len(kept))
+    length = length_prefix(len(kept), flexible)
     new_brokers = session.config.broker_arrays.rewrite(
         bytes(frame[b_start:b_end]), brokers, v, directory
     )

@@ -298,23 +298,35 @@ def produce_request(corr: int, topic: str, acks: int) -> bytes:
     return encode_request(corr, body)
 
 
-def _produce_outcome(tmp_path, monkeypatch, peek: bool, mode: str, acks: int):
-    """Bytes out, decision counts and audit events of three Produce requests."""
+def _outcome(tmp_path, monkeypatch, peek_at: str, peek: bool, mode: str, acl: dict, feed):
+    """Bytes out, decision counts and audit events of what `feed(session)` sends, under
+    `acl`, with the peek function `peek_at` in use or switched off."""
     if not peek:
-        monkeypatch.setattr("protocol.enforce.data.peek_produce", lambda frame, header: None)
+        monkeypatch.setattr(peek_at, lambda frame, header: None)
     authorizer = Authorizer()
-    authorizer.load([AclBinding.from_dict(ALLOW_ORDERS)])
+    authorizer.load([AclBinding.from_dict(acl)])
     audit = AuditLog(tmp_path / f"audit-{peek}.jsonl", "proxy", clock=lambda: 1000.0)
     counts: dict = {}
     policy = Policy(authorizer=authorizer, mode=mode, sink=DecisionRecorder(counts, audit))
     session, io = make(policy)
-    for corr, topic in ((1, "orders"), (2, "secret"), (3, "orders")):
-        if not session.closed and not session.closing:
-            session.client_data(produce_request(corr, topic, acks))
+    feed(session)
     audit.close()
     events = [json.loads(line) for line in audit.path.read_text().splitlines()]
     monkeypatch.undo()
     return io.client, io.upstream, io.closed, counts, events
+
+
+def _produce_outcome(tmp_path, monkeypatch, peek: bool, mode: str, acks: int):
+    """Three Produce requests: orders, secret (denied), orders."""
+
+    def feed(session):
+        for corr, topic in ((1, "orders"), (2, "secret"), (3, "orders")):
+            if not session.closed and not session.closing:
+                session.client_data(produce_request(corr, topic, acks))
+
+    return _outcome(
+        tmp_path, monkeypatch, "protocol.enforce.data.peek_produce", peek, mode, ALLOW_ORDERS, feed
+    )
 
 
 @pytest.mark.parametrize(("mode", "acks"), [("enforce", 1), ("enforce", 0), ("dry-run", 1)])
@@ -384,22 +396,23 @@ ALLOW_DESCRIBE = {**ALLOW_ORDERS, "operation": "DESCRIBE"}
 
 
 def _metadata_outcome(tmp_path, monkeypatch, peek: bool, mode: str, topics):
-    if not peek:
-        monkeypatch.setattr("protocol.enforce.metadata.peek_metadata", lambda frame, header: None)
-    authorizer = Authorizer()
-    authorizer.load([AclBinding.from_dict(ALLOW_DESCRIBE)])
-    audit = AuditLog(tmp_path / f"audit-md-{peek}.jsonl", "proxy", clock=lambda: 1000.0)
-    counts: dict = {}
-    policy = Policy(authorizer=authorizer, mode=mode, sink=DecisionRecorder(counts, audit))
-    session, io = make(policy)
-    for corr in (1, 2):
-        session.client_data(metadata_request(corr, topics))
-        if session._awaiting:
-            session.upstream_data(metadata_answer(corr))
-    audit.close()
-    events = [json.loads(line) for line in audit.path.read_text().splitlines()]
-    monkeypatch.undo()
-    return io.client, io.upstream, io.closed, counts, events
+    """Two Metadata requests for `topics`, answered by the broker when forwarded."""
+
+    def feed(session):
+        for corr in (1, 2):
+            session.client_data(metadata_request(corr, topics))
+            if session._awaiting:
+                session.upstream_data(metadata_answer(corr))
+
+    return _outcome(
+        tmp_path,
+        monkeypatch,
+        "protocol.enforce.metadata.peek_metadata",
+        peek,
+        mode,
+        ALLOW_DESCRIBE,
+        feed,
+    )
 
 
 @pytest.mark.parametrize("mode", ["enforce", "dry-run"])

@@ -424,6 +424,34 @@ def _find_coordinator(client, key_type: int, key: str, deadline: float) -> str |
         time.sleep(0.2)
 
 
+def _init_producer_id(client, txn_id: str | None, deadline: float) -> tuple[Any, str]:
+    """InitProducerId v4 (idempotent when `txn_id` is None) until it answers or fails for
+    good: (answer, error name). A transactional id is looked up with FindCoordinator first;
+    if that fails, (None, its error)."""
+    from kio.static.primitive import i16, i32Timedelta, i64
+
+    from tests.fixtures.rawclient import request_entity
+
+    if txn_id is not None:
+        failed = _find_coordinator(client, 1, txn_id, deadline)
+        if failed:
+            return None, failed
+    req = request_entity(
+        22,
+        4,
+        transactional_id=txn_id,
+        transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        producer_id=i64(-1),
+        producer_epoch=i16(-1),
+    )
+    while True:
+        answer = client.request(req)
+        name = error_name(int(answer.error_code))
+        if name not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
+            return answer, name
+        time.sleep(0.2)
+
+
 def _batch(values: Sequence[str]) -> bytes:
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -788,59 +816,27 @@ class Client:
         """InitProducerId v4 (idempotent when `txn_id` is None): the error name. With a
         transactional id, FindCoordinator v4 first, as every client does (it also creates
         __transaction_state on a fresh cluster); its error, if any, is the outcome."""
-        from kio.static.primitive import i16, i32Timedelta, i64
-
-        from tests.fixtures.rawclient import request_entity
-
-        req = request_entity(
-            22,
-            4,
-            transactional_id=None if txn_id is None else self.t(txn_id),
-            transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-            producer_id=i64(-1),
-            producer_epoch=i16(-1),
-        )
         deadline = time.monotonic() + STEP_TIMEOUT - 5
         with _raw_client(self.profile) as client:
-            if txn_id is not None:
-                failed = _find_coordinator(client, 1, self.t(txn_id), deadline)
-                if failed:
-                    return failed
-            while True:
-                name = error_name(int(client.request(req).error_code))
-                if name not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
-                    return name
-                time.sleep(0.2)
+            return _init_producer_id(client, None if txn_id is None else self.t(txn_id), deadline)[
+                1
+            ]
 
     def raw_add_partitions_to_txn(self, txn_id: str, partitions: Mapping[str, Sequence[int]]):
         """FindCoordinator + InitProducerId for `txn_id`, then ONE AddPartitionsToTxn v3 (what
         producers send): the error name per "topic:pN", or the first failing step's error."""
-        from kio.static.primitive import i16, i32, i32Timedelta, i64
+        from kio.static.primitive import i32
 
         from tests.fixtures.rawclient import module, request_entity
 
-        init = request_entity(
-            22,
-            4,
-            transactional_id=self.t(txn_id),
-            transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-            producer_id=i64(-1),
-            producer_epoch=i16(-1),
-        )
         m = module(24, 3)
         deadline = time.monotonic() + STEP_TIMEOUT - 5
         with _raw_client(self.profile) as client:
-            failed = _find_coordinator(client, 1, self.t(txn_id), deadline)
-            if failed:
-                return failed
-            while True:
-                producer = client.request(init)
-                name = error_name(int(producer.error_code))
-                if name == "NONE":
-                    break
-                if name not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
-                    return f"InitProducerId: {name}"
-                time.sleep(0.2)
+            producer, name = _init_producer_id(client, self.t(txn_id), deadline)
+            if producer is None:
+                return name
+            if name != "NONE":
+                return f"InitProducerId: {name}"
             resp = client.request(
                 request_entity(
                     24,
