@@ -10,6 +10,7 @@ from protocol.enforce.context import AuthContext
 from protocol.header import RequestHeader
 from protocol.versions import api_name
 from proxy.audit import AuditLog
+from proxy.logs import log_safe
 
 #: Kafka logs its decisions on kafka.authorizer.logger; ours has a name of its own
 authorizer_log = logging.getLogger("aclgate.authorizer")
@@ -34,9 +35,11 @@ def kafka_log_line(
     ref_count: int,
     decision: Decision,
 ) -> str:
-    """StandardAuthorizer's audit line (authorization.md §8.1), word for word."""
+    """StandardAuthorizer's audit line (authorization.md §8.1), word for word, except that
+    control characters are escaped: the resource name and the principal come from the client,
+    and a topic name with a newline must not forge a second line."""
     verdict = "Allowed" if decision.allowed else "Denied"
-    return (
+    return log_safe(
         f"Principal = {principal} is {verdict} operation = {operation.name} from host = {host} "
         f"on resource = {_TYPE_TEXT[resource_type]}:LITERAL:{name} for request = {api} "
         f"with resourceRefCount = {ref_count} based on rule {decision.kafka_rule()}"
