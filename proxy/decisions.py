@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import time
+from collections.abc import Callable
 
 from authz.decision import Decision
 from authz.model import AclOperation, ResourceType
@@ -11,6 +15,7 @@ from protocol.header import RequestHeader
 from protocol.versions import api_name
 from proxy.audit import AuditLog
 from proxy.logs import log_safe
+from proxy.metrics import DecisionCounts
 
 #: Kafka logs its decisions on kafka.authorizer.logger; ours has a name of its own
 authorizer_log = logging.getLogger("aclgate.authorizer")
@@ -46,13 +51,150 @@ def kafka_log_line(
     )
 
 
+class DenialLogLimiter:
+    """A rate limit for the denial lines of the authorizer log, like the audit log's.
+
+    A client pipelining denied requests made 1.27 million INFO lines (500 MB) in a minute.
+    Within a window (a second), at most `per_key` lines are written for one (principal,
+    operation, resource, request) and at most `per_second` in all; the rest are counted, and
+    when the window ends one summary line per held-back key (the `summary_keys` biggest, the
+    others in one line) says how many were not written, so nothing is lost silently. The
+    lines that are written are Kafka's, unchanged.
+
+    Per denial this costs a clock read, a dict lookup and a counter; the dict holds at most
+    `per_second` keys (a key is only tracked while lines may still be written), so a client
+    that varies the topic name of every request cannot grow it either.
+    """
+
+    def __init__(
+        self,
+        per_key: int = 10,
+        per_second: int = 1000,
+        window: float = 1.0,
+        summary_keys: int = 10,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.per_key = per_key
+        self.per_second = per_second
+        self.window = window
+        self.summary_keys = summary_keys
+        self.clock = clock
+        #: denial lines not written, since the start (aclgate_denial_log_suppressed_total)
+        self.suppressed = 0
+        self._start = -math.inf
+        #: key -> denials of the window (written or not)
+        self._seen: dict[tuple, int] = {}
+        self._written = 0
+        #: denials not written in this window for keys not tracked (over `per_second`)
+        self._untracked = 0
+        self._held = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def admit(self, key: tuple) -> bool:
+        """True when the denial line of `key` may be written now."""
+        now = self.clock()
+        if now - self._start >= self.window:
+            if self._held:
+                self.flush()
+            self._start = now
+            self._seen.clear()
+            self._written = 0
+        seen = self._seen
+        count = seen.get(key)
+        if count is None:
+            if self._written >= self.per_second:
+                self._untracked += 1
+                self._hold()
+                return False
+            count = 0
+        count += 1
+        seen[key] = count
+        if count <= self.per_key and self._written < self.per_second:
+            self._written += 1
+            return True
+        self._hold()
+        return False
+
+    def _hold(self) -> None:
+        self.suppressed += 1
+        if self._held:
+            return
+        self._held = True
+        # the summary must come even when no further denial arrives to end the window
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a unit test): the next denial or flush() writes it
+            return
+        self._timer = loop.call_later(self._start + self.window - self.clock(), self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        left = self._start + self.window - self.clock()
+        if left > 0:  # the loop's clock ran ahead of ours
+            self._timer = asyncio.get_running_loop().call_later(left, self._expire)
+        elif self._held:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the summary lines of the window's held-back denials (at its end, or when the
+        proxy stops)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._held:
+            return
+        self._held = False
+        held = sorted(
+            (
+                (count - self.per_key, key)
+                for key, count in self._seen.items()
+                if count > self.per_key
+            ),
+            key=lambda item: -item[0],
+        )
+        # keys under their own limit that hit the overall one
+        over_all = sum(self._seen.values()) - self._written - sum(n for n, _ in held)
+        limits = (
+            f"(at most {self.per_key} a second for one principal, operation, resource and "
+            f"request, {self.per_second} in all)"
+        )
+        for number, (principal, operation, resource_type, name, api_key) in held[
+            : self.summary_keys
+        ]:
+            authorizer_log.info(
+                log_safe(
+                    f"suppressed {number} denial lines for Principal = {principal} operation = "
+                    f"{operation.name} on resource = {_TYPE_TEXT[resource_type]}:LITERAL:{name} "
+                    f"for request = {api_name(api_key)} in the last {self.window:g} s {limits}"
+                )
+            )
+        others = over_all + self._untracked + sum(n for n, _ in held[self.summary_keys :])
+        if others:
+            authorizer_log.info(
+                f"suppressed {others} denial lines for other principals, operations, resources "
+                f"or requests in the last {self.window:g} s {limits}"
+            )
+        self._seen.clear()
+        self._untracked = 0
+        self._start = -math.inf
+        self._written = 0
+
+
 class DecisionRecorder:
     """The DecisionSink of a running proxy."""
 
-    def __init__(self, counts: dict[tuple, int], audit: AuditLog | None):
+    def __init__(
+        self,
+        counts: dict[tuple, int],
+        audit: AuditLog | None,
+        denial_log: DenialLogLimiter | None = None,
+    ):
         self.audit = audit
         #: exported by proxy.metrics.HotCounters
         self.counts = counts
+        self.denial_log = denial_log or DenialLogLimiter()
+        if isinstance(counts, DecisionCounts):  # so aclgate_denial_log_suppressed is exported
+            counts.denial_log = self.denial_log
 
     def decided(
         self,
@@ -71,7 +213,16 @@ class DecisionRecorder:
         counts[key] = counts.get(key, 0) + 1
         # Kafka's levels (authorization.md §8.3): allowed at DEBUG, denied at INFO if logIfDenied
         level = logging.DEBUG if decision.allowed else (logging.INFO if log_if_denied else 0)
-        if level and authorizer_log.isEnabledFor(level):
+        if (
+            level
+            and authorizer_log.isEnabledFor(level)
+            and (
+                decision.allowed
+                or self.denial_log.admit(
+                    (ctx.principal, operation, resource_type, resource_name, header.api_key)
+                )
+            )
+        ):
             line = kafka_log_line(
                 ctx.principal,
                 ctx.host,

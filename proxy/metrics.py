@@ -22,13 +22,26 @@ from protocol.versions import api_name
 REQUESTS, REQUEST_BYTES, UPSTREAM_RESPONSES, LOCAL_RESPONSES = range(4)
 
 
+class DecisionCounts(dict):
+    """(api_key, operation, resource_type, decision, enforced) -> count, filled by the
+    proxy's DecisionRecorder, which also registers its denial-log rate limit here so that the
+    lines it held back are exported with the decisions."""
+
+    __slots__ = ("denial_log",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: a proxy.decisions.DenialLogLimiter (its `suppressed` count), once one is registered
+        self.denial_log: Any = None
+
+
 class HotCounters(Collector):
     """Per-API request/response counts and per-decision counts, exported at scrape time."""
 
     def __init__(self) -> None:
         self.by_api: dict[int, list[int]] = {}
         #: (api_key, operation, resource_type, decision, enforced) -> count
-        self.decisions: dict[tuple, int] = {}
+        self.decisions = DecisionCounts()
 
     def api(self, api_key: int) -> list[int]:
         counts = self.by_api.get(api_key)
@@ -73,10 +86,16 @@ class HotCounters(Collector):
                 ],
                 count,
             )
+        denial_log = self.decisions.denial_log
         yield requests
         yield request_bytes
         yield responses
         yield decisions
+        yield CounterMetricFamily(
+            "aclgate_denial_log_suppressed",
+            "Denial lines of the authorizer log held back by its rate limit (summarised instead)",
+            denial_log.suppressed if denial_log is not None else 0,
+        )
 
 
 class StateCollector(Collector):
