@@ -19,6 +19,8 @@ UNSUPPORTED_VERSION = 35
 _H = struct.Struct(">h")
 _ENTRY = struct.Struct(">hhh")
 _FIRST_FLEXIBLE = 3
+#: where the body starts: after the size and the correlation id (the header is always v0)
+_BODY = 8
 _PRODUCE = 0
 
 
@@ -39,11 +41,42 @@ def trim_api_versions(
     broker says, since the proxy, not the broker, serves them.
     """
     # Response header is always v0 for ApiVersions: size(4) + correlation id(4).
-    body = 8
     try:
-        (error_code,) = _H.unpack_from(frame, body)
-        # An error answer (e.g. 35 from an older broker) always carries a v0 body.
-        flexible = api_version >= _FIRST_FLEXIBLE and error_code == 0
+        (error_code,) = _H.unpack_from(frame, _BODY)
+    except DECODE_ERRORS as exc:
+        raise MalformedResponse(f"cannot parse ApiVersions v{api_version} response: {exc}") from exc
+    if error_code == 0:
+        return _trim(frame, api_version, allowed, dropped, own)
+    # Kafka writes an error answer in the version it serves the request at: v0 when it cannot
+    # parse the request's version (UNSUPPORTED_VERSION, KIP-511), else the request's own
+    # version; e.g. INVALID_REQUEST for an invalid client_software_name at v3+ is 12 bytes
+    # after the size: correlation id, error code 42, an empty compact array, throttle time,
+    # no tags. Each layout is tried whole (nothing left over), the likely one first; no proxy
+    # keys are added to an error answer, so Kafka's answer reaches the client as it was sent
+    # (key 18's range in an UNSUPPORTED_VERSION answer is still capped to the proxy's).
+    versions = (0, api_version) if error_code == UNSUPPORTED_VERSION else (api_version, 0)
+    problems = []
+    for version in versions:
+        try:
+            return _trim(frame, version, allowed, None, None, whole=True)
+        except MalformedResponse as exc:
+            problems.append(str(exc))
+    raise MalformedResponse(f"ApiVersions error answer {error_code}: {'; '.join(problems)}")
+
+
+def _trim(
+    frame: bytes | memoryview,
+    api_version: int,
+    allowed: Mapping[int, tuple[int, int]],
+    dropped: set[int] | None,
+    own: Mapping[int, tuple[int, int]] | None,
+    whole: bool = False,
+) -> bytes:
+    """trim_api_versions for a body laid out as `api_version`; `whole`: the body must end
+    exactly where that version's fields do (throttle time, tagged fields)."""
+    body = _BODY
+    flexible = api_version >= _FIRST_FLEXIBLE
+    try:
         pos = body + 2
         count, n = read_length(frame, pos, flexible)
         pos += n
@@ -70,6 +103,12 @@ def trim_api_versions(
                 continue
             kept.append(_ENTRY.pack(key, new_lo, new_hi) + tags)
         rest = bytes(frame[pos:])
+        if whole:
+            end = pos + (4 if api_version >= 1 else 0)  # throttle_time_ms from v1
+            if flexible:
+                end = skip_tagged_fields(frame, end)
+            if end != len(frame):
+                raise ValueError(f"{len(frame) - end} bytes where the v{api_version} body ends")
         tag = b"\0" if flexible else b""
         for key, (lo, hi) in sorted((own or {}).items()):
             kept.append(_ENTRY.pack(key, lo, hi) + tag)

@@ -1,9 +1,11 @@
 """ApiVersions trimming and broker-address rewriting, checked by decoding with kio."""
 
 import dataclasses
+import struct
 import sys
 import uuid
 
+import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32
 
@@ -15,7 +17,7 @@ from protocol.addresses import (
     rewrite_node_endpoints,
 )
 from protocol.apiversions import trim_api_versions, unsupported_version_response
-from protocol.codec import decode_response, encode_response
+from protocol.codec import MalformedResponse, decode_response, encode_response
 from protocol.versions import response_class
 from tests.fixtures.scripted_broker import _defaults
 
@@ -84,6 +86,36 @@ def test_error_answer_is_parsed_as_v0_body():
     body = decode_response(trim_api_versions(frame, 4, {18: (0, 4)}), 18, 0)
     assert body.error_code == ErrorCode.unsupported_version
     assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 3)]
+
+
+def kafka_invalid_request_answer(correlation_id: int) -> bytes:
+    """Kafka's answer to an ApiVersions v3+ with an invalid client_software_name (KIP-511):
+    12 bytes after the size: correlation id, INVALID_REQUEST (42), an empty compact api_keys
+    array, throttle time 0, no tagged fields."""
+    return struct.pack(">iihbib", 12, correlation_id, 42, 1, 0, 0)
+
+
+def test_kafka_invalid_request_answer_passes_unchanged():
+    frame = kafka_invalid_request_answer(7)
+    assert len(frame) == 16
+    own = {17: (0, 1), 36: (0, 2)}  # a SASL listener adds these to a successful answer only
+    for version in (3, 4):
+        assert trim_api_versions(frame, version, {18: (0, 4)}, set(), own) == frame
+        body = decode_response(frame, 18, version)
+        assert body.error_code == ErrorCode.invalid_request and body.api_keys == ()
+
+
+def test_error_answers_in_the_request_version_pass_unchanged():
+    for version in range(5):
+        frame = api_versions_frame(version, [], error=ErrorCode.invalid_request)
+        assert trim_api_versions(frame, version, {18: (0, 4)}, None, {17: (0, 1)}) == frame
+
+
+def test_an_error_answer_matching_no_layout_still_fails_closed():
+    bad = struct.pack(">iihb", 7, 7, 42, 5)  # a compact array of 4 entries that are not there
+    for version in (0, 3):
+        with pytest.raises(MalformedResponse):
+            trim_api_versions(bad, version, {18: (0, 4)})
 
 
 def metadata_frame(version, brokers, topics=("a", "b")):
