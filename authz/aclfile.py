@@ -39,6 +39,10 @@ def parse_acl_file(data: str | bytes, source: str = "<acl file>") -> list[AclBin
         raise AclFileError(
             f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:  # e.g. 200,000 nested arrays: the decoder gives up, not a crash
+        raise AclFileError(f"{source}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise AclFileError(f"{source}: invalid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise AclFileError(f'{source}: expected a JSON object with "version" and "acls"')
     unknown = sorted(set(document) - {"version", "acls"})
@@ -59,6 +63,8 @@ def parse_acl_file(data: str | bytes, source: str = "<acl file>") -> list[AclBin
             except InvalidAclError as exc:
                 where = f"acls[{i}].{exc.field}" if exc.field else f"acls[{i}]"
                 raise AclFileError(f"{source}: {where}: {exc.message}") from None
+            except RecursionError:  # the error message quotes a value nested too deeply
+                raise AclFileError(f"{source}: acls[{i}]: nested too deeply") from None
         seen[entry] = None
     return list(seen)
 

@@ -127,6 +127,12 @@ class AclFileWatcher:
                 raise
             self._failed(str(exc))
             return False
+        except Exception as exc:  # a bug of ours on some input: still only a file not loaded
+            message = f"{self.path}: cannot load ACL file: {type(exc).__name__}: {exc}"
+            if strict:
+                raise AclFileError(message) from exc
+            self._failed(message, exc)  # flagged, and the traceback logged once, not per poll
+            return False
 
     def _reload(self) -> bool:
         try:
@@ -159,13 +165,13 @@ class AclFileWatcher:
         )
         return True
 
-    def _failed(self, message: str) -> None:
+    def _failed(self, message: str, exc: BaseException | None = None) -> None:
         if message == self.last_error:
             return  # reported already; say it once, not once per poll
         self.failures += 1  # before last_error: a reader that sees the error sees the count
         self.last_error = message
         kept = "keeping the previous ACLs" if self.authorizer.ready else "no ACLs are loaded"
-        self.log.error("ACL file not loaded, %s: %s", kept, message)
+        self.log.error("ACL file not loaded, %s: %s", kept, message, exc_info=exc)
 
     def _recovered(self) -> None:
         if self.last_error is not None:

@@ -94,6 +94,10 @@ def parse_users(text: str | bytes, source: str = "users file") -> Users:
         doc = json.loads(text)
     except ValueError as e:
         raise UsersFileError(f"{source}: corrupt users file (not JSON: {e})") from None
+    except RecursionError:  # e.g. 200,000 nested arrays: the decoder gives up, not a crash
+        raise UsersFileError(
+            f"{source}: corrupt users file (not JSON: nested too deeply)"
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("users"), dict):
         raise UsersFileError(
             f'{source}: corrupt users file (expected {{"version": 1, "users": {{...}}}})'
@@ -110,6 +114,10 @@ def parse_users(text: str | bytes, source: str = "users file") -> Users:
         for mechanism, obj in mechs.items():
             try:
                 parsed[mechanism] = _parse_credential(mechanism, obj)
+            except RecursionError:  # the error message quotes a value nested too deeply
+                raise UsersFileError(
+                    f"{source}: corrupt {mechanism} credential for user {name!r}: nested too deeply"
+                ) from None
             except (ValueError, KeyError, TypeError) as e:
                 raise UsersFileError(
                     f"{source}: corrupt {mechanism} credential for user {name!r}: {e}"

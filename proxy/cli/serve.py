@@ -21,6 +21,7 @@ import logging
 import signal
 import sys
 
+from authz.aclfile import AclFileError
 from proxy.config import ConfigError, add_arguments, from_args
 from proxy.logs import configure_logging
 
@@ -66,11 +67,17 @@ def run(args: argparse.Namespace) -> int:
 
     from proxy.server import ProxyServer
 
-    server = ProxyServer(config)
+    # what an operator must fix (a bad ACL, users or certificate file, a taken port) is one
+    # clear line and exit status 1, not a traceback
+    try:
+        server = ProxyServer(config)
+    except ConfigError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
     tune_gc()
     try:
         uvloop.run(_serve(server))
-    except OSError as exc:
+    except (AclFileError, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0
