@@ -7,8 +7,14 @@ The legacy flow is supported: after a SaslHandshake v0 the SASL tokens travel as
 length-prefixed frames without a Kafka header. Frames are capped at 512 KiB until
 authenticated (Kafka's sasl.server.max.receive.size).
 
-A failed authentication is answered with SASL_AUTHENTICATION_FAILED (58) and Kafka's message,
-then the connection is closed after a short delay (connection.failed.authentication.delay.ms).
+A refused exchange is answered as Kafka answers it (SASL_AUTHENTICATION_FAILED (58) with
+Kafka's message for bad credentials), and, as in Kafka, the answer is held for
+connection.failed.authentication.delay.ms and the connection closed right after it; nothing
+more is read meanwhile. That caps password guessing at one guess per delay per connection,
+for every mechanism and for the v0 flow (where the failure is a closed connection).
+Requests other than ApiVersions, SaslHandshake and SaslAuthenticate-after-SaslHandshake before
+authentication close the connection at once, without an answer (Kafka's InvalidRequestException
+"Unexpected Kafka request of type ... during SASL handshake").
 With a session lifetime (connections.max.reauth.ms, or an OAUTHBEARER token's expiry), the
 client re-authenticates mid-stream (KIP-368) with the same principal and mechanism; a request
 after expiry closes the connection, as Kafka does.
@@ -38,7 +44,7 @@ from protocol.sasl import (
     session_lifetime_ms,
 )
 from protocol.session import ProxySession
-from protocol.versions import response_class
+from protocol.versions import api_name, response_class
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 #: what the listener itself serves, whatever the broker announces
@@ -57,8 +63,21 @@ class SaslListenerConfig:
     max_reauth_ms: int = 0
     #: mechanisms whose evaluate() is slow (PLAIN's scrypt): run off the event loop
     slow_mechanisms: frozenset[str] = frozenset({"PLAIN"})
-    #: (function, done(result_or_exception)) -> None: run function in a worker thread
-    run_blocking: Callable[[Callable[[], Any], Callable[[Any], None]], None] | None = None
+    #: (function, done(result_or_exception), source address) -> accepted: run function in a
+    #: worker (proxy/authpool.py); False when the workers' queues are full
+    run_blocking: Callable[[Callable[[], Any], Callable[[Any], None], str | None], bool] | None = (
+        None
+    )
+    #: Kafka's connection.failed.authentication.delay.ms: a refused exchange's answer (and
+    #: the close) wait this long
+    failure_delay_ms: int = 0
+    #: (seconds, callback): the IO layer's timer for that delay (None: no delay)
+    call_later: Callable[[float, Callable[[], None]], Any] | None = None
+    #: (session, mechanism, succeeded): counts authentications (metrics)
+    on_result: Callable[[ProxySession, str, bool], None] = lambda session, mechanism, ok: None
+    #: (session, "User:name") -> why the connection is refused (a per-principal connection
+    #: limit) or None; asked once, before the first success is answered
+    admit: Callable[[ProxySession, str], str | None] = lambda session, principal: None
     #: api_key -> (min, max) to announce before authentication
     pre_auth_versions: Callable[[], Mapping[int, tuple[int, int]]] = dict
     #: called once with the principal when the first authentication succeeds
@@ -98,14 +117,14 @@ def install(session: ProxySession, config: SaslListenerConfig) -> SaslState:
 
 
 def _gate(state: SaslState, header: RequestHeader) -> str | None:
-    if not state.authenticated and header.api_key not in (
-        API_VERSIONS,
-        SASL_HANDSHAKE,
-        SASL_AUTHENTICATE,
+    if not state.authenticated and (
+        header.api_key not in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
+        or (header.api_key == SASL_AUTHENTICATE and state.server is None)
     ):
         return (
-            f"api_key={header.api_key} before SASL authentication completed (ILLEGAL_SASL_STATE); "
-            "closing as Kafka does"
+            f"Unexpected Kafka request of type {api_name(header.api_key)} (api_key="
+            f"{header.api_key}) during SASL handshake, before authentication; closing as Kafka "
+            "does"
         )
     if (
         state.expires_at_ms is not None
@@ -133,34 +152,78 @@ def _api_versions(session: ProxySession, header: RequestHeader, frame: Frame) ->
     )
 
 
-def _answer(session: ProxySession, header: RequestHeader, code: ErrorCode, **fields: Any) -> None:
+def _encoded(header: RequestHeader, code: ErrorCode, **fields: Any) -> bytes:
     body = build(response_class(header.api_key, header.api_version), code, None, None, fields)
-    session.respond(header, encode_response(header.correlation_id, body))
+    return encode_response(header.correlation_id, body)
+
+
+def _answer(session: ProxySession, header: RequestHeader, code: ErrorCode, **fields: Any) -> None:
+    session.respond(header, _encoded(header, code, **fields))
+
+
+def _later(session: ProxySession, state: SaslState, action: Callable[[], None]) -> None:
+    """Run `action` after connection.failed.authentication.delay.ms, reading no more requests
+    meanwhile: Kafka holds a refused exchange's answer that long (it slows guessing down)."""
+    session.stop_accepting()
+
+    def fire() -> None:
+        if not session.closed:
+            action()
+
+    delay, timer = state.config.failure_delay_ms, state.config.call_later
+    if delay > 0 and timer is not None:
+        timer(delay / 1000, fire)
+    else:
+        fire()
+
+
+def _refuse_later(
+    session: ProxySession,
+    header: RequestHeader,
+    state: SaslState,
+    code: ErrorCode,
+    reason: str,
+    *,
+    failed: bool = False,
+    **fields: Any,
+) -> None:
+    """Answer `code` after the delay, then close. `failed`: bad credentials (the close is
+    counted as authentication_failed)."""
+    slot = session.placeholder(header)  # keeps its place behind answers still owed
+    body = _encoded(header, code, **fields)
+
+    def send() -> None:
+        if failed:
+            session.auth_failed = True  # before the close, which may happen at once
+        session.complete(slot, body)
+        session.close_after_flush(reason)
+
+    _later(session, state, send)
 
 
 def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
     state: SaslState = session.sasl
     request = decode_request(frame, header)
     mechanisms = tuple(state.config.mechanisms)
+    refusal: tuple[ErrorCode, str] | None = None
     if state.server is not None and not state.server.complete:
-        _answer(session, header, ErrorCode.illegal_sasl_state, mechanisms=mechanisms)
-        session.close_after_flush("SaslHandshake during an unfinished SASL exchange")
-        return
-    if state.authenticated and header.api_version == 0:
-        _answer(session, header, ErrorCode.illegal_sasl_state, mechanisms=mechanisms)
-        session.close_after_flush("re-authentication needs SaslHandshake v1 or later")
-        return
-    if request.mechanism not in mechanisms:
-        _answer(session, header, ErrorCode.unsupported_sasl_mechanism, mechanisms=mechanisms)
-        session.close_after_flush(
-            f"client asked for SASL mechanism {request.mechanism!r}, enabled: {', '.join(mechanisms)}"
+        refusal = ErrorCode.illegal_sasl_state, "SaslHandshake during an unfinished SASL exchange"
+    elif state.authenticated and header.api_version == 0:
+        refusal = ErrorCode.illegal_sasl_state, "re-authentication needs SaslHandshake v1 or later"
+    elif request.mechanism not in mechanisms:
+        refusal = (
+            ErrorCode.unsupported_sasl_mechanism,
+            f"client asked for SASL mechanism {request.mechanism!r}, enabled: "
+            f"{', '.join(mechanisms)}",
         )
-        return
-    if state.authenticated and request.mechanism != state.mechanism:
-        _answer(session, header, ErrorCode.illegal_sasl_state, mechanisms=mechanisms)
-        session.close_after_flush(
-            reauthentication_mechanism_error(state.mechanism, request.mechanism).message
+    elif state.authenticated and request.mechanism != state.mechanism:
+        refusal = (
+            ErrorCode.illegal_sasl_state,
+            reauthentication_mechanism_error(state.mechanism, request.mechanism).message,
         )
+    if refusal is not None:
+        code, reason = refusal
+        _refuse_later(session, header, state, code, reason, mechanisms=mechanisms)
         return
     state.server = state.config.new_server(request.mechanism)
     state.mechanism = request.mechanism
@@ -181,6 +244,8 @@ def _authenticate(session: ProxySession, header: RequestHeader, frame: Frame) ->
         )
         session.close_after_flush("SaslAuthenticate out of order (ILLEGAL_SASL_STATE)")
         return
+    if _too_large(session, state, frame):
+        return
     request = decode_request(frame, header)
     _evaluate(
         session,
@@ -190,15 +255,31 @@ def _authenticate(session: ProxySession, header: RequestHeader, frame: Frame) ->
     )
 
 
+def _too_large(session: ProxySession, state: SaslState, frame: Frame) -> bool:
+    """A re-authentication token over sasl.server.max.receive.size (before authentication
+    the frame cap refuses it before it is buffered): Kafka fails the authentication."""
+    if len(frame) - 4 <= DEFAULT_MAX_PRE_AUTH_FRAME:
+        return False
+    _fail_later(session, state, "Failing SASL authentication due to invalid receive size")
+    return True
+
+
 def _raw_token(session: ProxySession, frame: Frame) -> None:
     """SaslHandshake v0 flow: a bare token in, a bare token (or a closed connection) out."""
     state: SaslState = session.sasl
+    if _too_large(session, state, frame):
+        return
     token = bytes(frame[4:])
 
     def done(result: Any) -> None:
         if isinstance(result, SaslException):
-            _fail(session, state, str(result))
+            _fail_later(session, state, str(result))
             return
+        if state.server.complete and state.principal is None:
+            refused = state.config.admit(session, f"User:{state.server.authorization_id}")
+            if refused is not None:
+                _later(session, state, lambda: session.fail(refused, "connection_limit"))
+                return
         session.respond_raw(_SIZE.pack(len(result)) + result)
         if state.server.complete:
             session.raw_handler = None
@@ -223,13 +304,29 @@ def _evaluate(
     if runner is None or state.mechanism not in state.config.slow_mechanisms:
         done(run())
         return
-    session.stall()
 
     def finished(result: Any) -> None:
-        done(result)
+        if isinstance(result, BaseException) and not isinstance(result, SaslException):
+            session.internal_error(f"SASL {state.mechanism} exchange", result)
+        elif not session.closed:
+            done(result)
         session.resume()
 
-    runner(run, finished)
+    if runner(run, finished, getattr(session.context, "host", None)):
+        session.stall()
+        return
+    # The workers' queues are full (proxy/authpool.py): drop the connection, after the delay
+    # so that a flood does not turn into a reconnect loop; a client retries as after any
+    # network error, and nothing about the credentials was checked or said.
+    _later(
+        session,
+        state,
+        lambda: session.fail(
+            f"SASL {state.mechanism} authentication not attempted: too many authentications "
+            "waiting for a password-hashing worker",
+            "sasl_busy",
+        ),
+    )
 
 
 def _authenticate_done(
@@ -250,17 +347,50 @@ def _authenticate_done(
             reauthentication_principal_error(f"User:{previous}", f"User:{new}").message,
         )
         return
+    if previous is None:
+        refused = state.config.admit(session, f"User:{new}")
+        if refused is not None:
+            _refuse_connection(session, header, state, refused)
+            return
     lifetime = _lifetime(state)
     _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime=_ms(lifetime))
     _succeeded(session, state, lifetime)
 
 
 def _refuse(session: ProxySession, header: RequestHeader, state: SaslState, message: str) -> None:
-    """SASL_AUTHENTICATION_FAILED with Kafka's message, then the delayed close."""
-    _answer(
-        session, header, ErrorCode.sasl_authentication_failed, error_message=message, auth_bytes=b""
+    """Bad credentials: SASL_AUTHENTICATION_FAILED with Kafka's message after the delay, then
+    the close."""
+    state.config.on_result(session, state.mechanism, False)
+    _refuse_later(
+        session,
+        header,
+        state,
+        ErrorCode.sasl_authentication_failed,
+        f"SASL authentication failed ({state.mechanism}): {message}",
+        failed=True,
+        error_message=message,
+        auth_bytes=b"",
     )
-    _fail(session, state, message)
+
+
+def _refuse_connection(
+    session: ProxySession, header: RequestHeader, state: SaslState, reason: str
+) -> None:
+    """Good credentials, but the principal has its connections already: Kafka has no such
+    limit, so the client is told in the words clients show for authentication errors."""
+    slot = session.placeholder(header)
+    body = _encoded(
+        header,
+        ErrorCode.sasl_authentication_failed,
+        error_message=f"Authentication failed: {reason}",
+        auth_bytes=b"",
+    )
+
+    def send() -> None:
+        session.complete(slot, body)  # nothing is owed before it: written at once
+        session.fail(reason, "connection_limit")
+
+    _later(session, state, send)
 
 
 def _ms(milliseconds: int) -> i64Timedelta:
@@ -279,12 +409,19 @@ def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> No
     first = state.principal is None
     state.principal = state.server.authorization_id
     state.expires_at_ms = state.config.clock_ms() + lifetime if lifetime else None
+    state.config.on_result(session, state.mechanism, True)
     if first:
         session.set_max_frame(session.config.max_frame)
         session.set_handlers(state.config.handlers_after, state.config.versions_after)
         state.config.on_authenticated(session, state.principal)
 
 
-def _fail(session: ProxySession, state: SaslState, message: str) -> None:
-    session.auth_failed = True  # before the close, which may happen at once: it picks the delay
-    session.close_after_flush(f"SASL authentication failed ({state.mechanism}): {message}")
+def _fail_later(session: ProxySession, state: SaslState, message: str) -> None:
+    """Bad credentials without an answer to give (the v0 flow): close after the delay."""
+    state.config.on_result(session, state.mechanism, False)
+
+    def close() -> None:
+        session.auth_failed = True
+        session.close_after_flush(f"SASL authentication failed ({state.mechanism}): {message}")
+
+    _later(session, state, close)

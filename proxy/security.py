@@ -1,6 +1,8 @@
 """Listener and upstream security built from the configuration: TLS contexts, the SASL
 listener settings, the mTLS principal mapper, PROXY protocol trust, and the proxy's own
-login to the cluster."""
+login to the cluster. Also the defences around authentication: the password-hashing pool,
+the per-principal connection limit, authentication metrics, and the accounting of failed TLS
+handshakes."""
 
 from __future__ import annotations
 
@@ -9,17 +11,28 @@ import logging
 import os
 import ssl
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prometheus_client import Counter
 
 from protocol.principal import SslPrincipalMapper
 from protocol.proxyproto import parse_trusted_cidrs
 from protocol.sasl import Jwks, JwtValidator, create_server
 from protocol.sasl.client import SaslClient, create_client
+from proxy.authpool import FairHashPool
 from proxy.config import ConfigError, ProxyConfig
-from proxy.tls import ReloadingTlsContext, TlsConfigError, build_client_context
+from proxy.ratelimit import RateLimitedLog
+from proxy.tls import (
+    HANDSHAKE_TIMEOUT,
+    ReloadingTlsContext,
+    TlsConfigError,
+    build_client_context,
+    describe_handshake_error,
+)
 from proxy.usersfile import Users, UsersFileError, load_users
 
 log = logging.getLogger("aclgate.security")
@@ -53,6 +66,66 @@ class ReloadingUsers:
         return self.current().credentials_for(user, mechanism)
 
 
+class AuthMetrics:
+    """Authentication counters (Kafka has failed-/successful-authentication-total)."""
+
+    def __init__(self, metrics: Any = None):
+        registry = metrics.registry if metrics is not None else None
+        #: aclgate_errors_total of the proxy (None: a listener built without metrics)
+        self.errors = metrics.errors if metrics is not None else None
+        self.failures = Counter(
+            "aclgate_authentication_failures",
+            "Failed SASL authentications and re-authentications (bad credentials)",
+            ["listener", "mechanism"],
+            registry=registry,
+        )
+        self.successes = Counter(
+            "aclgate_authentication_successes",
+            "Successful SASL authentications and re-authentications",
+            ["listener", "mechanism"],
+            registry=registry,
+        )
+
+    def error(self, kind: str) -> None:
+        if self.errors is not None:
+            self.errors.labels(kind).inc()
+
+
+class PrincipalLimit:
+    """--max-connections-per-principal: connections of one SASL or mTLS principal at most."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._counts: dict[str, int] = {}
+        self._holders: dict[Any, str] = {}  # connection -> the principal it counts against
+
+    def admit(self, holder: Any, principal: str) -> str | None:
+        """Count `holder` against `principal`; the reason to refuse it when over the limit."""
+        if not self.limit or holder in self._holders:
+            return None
+        count = self._counts.get(principal, 0)
+        if count >= self.limit:
+            return (
+                f"too many connections for principal {principal} "
+                f"(max_connections_per_principal {self.limit})"
+            )
+        self._counts[principal] = count + 1
+        self._holders[holder] = principal
+        return None
+
+    def release(self, holder: Any) -> None:
+        principal = self._holders.pop(holder, None)
+        if principal is not None:
+            left = self._counts[principal] - 1
+            if left:
+                self._counts[principal] = left
+            else:
+                del self._counts[principal]
+
+    def count(self, principal: str) -> int:
+        return self._counts.get(principal, 0)
+
+
 @dataclass
 class ListenerSecurity:
     protocol: str
@@ -64,7 +137,19 @@ class ListenerSecurity:
     trusted_proxies: tuple[Any, ...]
     failed_auth_delay: float
     max_reauth_ms: int
-    executor: ThreadPoolExecutor | None
+    #: PLAIN password hashing, bounded and fair by source address (proxy/authpool.py)
+    pool: FairHashPool | None = None
+    metrics: AuthMetrics = field(default_factory=AuthMetrics)
+    principals: PrincipalLimit = field(default_factory=lambda: PrincipalLimit(0))
+    #: seconds a TLS handshake may take before the socket is closed
+    tls_handshake_timeout: float = HANDSHAKE_TIMEOUT
+    _tls_log: RateLimitedLog = field(
+        default_factory=lambda: RateLimitedLog(logging.getLogger("aclgate.tls"))
+    )
+
+    @property
+    def executor(self) -> ThreadPoolExecutor | None:
+        return self.pool.executor if self.pool is not None else None
 
     @property
     def sasl(self) -> bool:
@@ -82,14 +167,51 @@ class ListenerSecurity:
             clock_ms=lambda: int(time.time() * 1000),
         )
 
-    def run_blocking(self, fn, done) -> None:
-        """Run fn in the worker pool; call done(result) back on the event loop."""
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.executor, fn)
-        future.add_done_callback(lambda f: done(f.result()))
+    def run_blocking(
+        self, fn: Callable[[], Any], done: Callable[[Any], None], source: str | None = None
+    ) -> bool:
+        """Run fn in the hashing pool, fairly by source address; done(result) is called back
+        on the event loop. False: the pool's queues are full."""
+        if self.pool is None:
+            done(fn())
+            return True
+        return self.pool.submit(source, fn, done)
+
+    def sasl_settings(self) -> dict[str, Any]:
+        """The SaslListenerConfig fields for the authentication defences."""
+        return {
+            "failure_delay_ms": round(self.failed_auth_delay * 1000),
+            "call_later": lambda delay, fn: asyncio.get_running_loop().call_later(delay, fn),
+            "on_result": self._count_authentication,
+            "admit": lambda session, principal: self.admit_principal(session.io, principal),
+        }
+
+    def _count_authentication(self, session: Any, mechanism: str, ok: bool) -> None:
+        listener = getattr(session.io, "listener_label", "?")
+        (self.metrics.successes if ok else self.metrics.failures).labels(listener, mechanism).inc()
+
+    def admit_principal(self, connection: Any, principal: str) -> str | None:
+        """Count a SASL or mTLS connection against its principal (release it with
+        `release_principal`); the reason to refuse it, if it is over the limit."""
+        return self.principals.admit(connection, principal)
+
+    def release_principal(self, connection: Any) -> None:
+        self.principals.release(connection)
+
+    def tls_handshake_failed(self, peer: str, exc: BaseException) -> None:
+        """A client's TLS handshake failed or timed out: counted, logged (rate limited)."""
+        self.metrics.error("tls_handshake")
+        self._tls_log.log(
+            logging.WARNING,
+            "tls_handshake",
+            "TLS handshake with %s failed, connection closed: %s",
+            peer,
+            describe_handshake_error(exc),
+        )
 
 
-def build_listener_security(config: ProxyConfig) -> ListenerSecurity:
+def build_listener_security(config: ProxyConfig, metrics: Any = None) -> ListenerSecurity:
+    """`metrics`: the proxy's ProxyMetrics, where the authentication counters register."""
     protocol = config.listener_security_protocol
     try:
         tls = None
@@ -131,9 +253,9 @@ def build_listener_security(config: ProxyConfig) -> ListenerSecurity:
         trusted_proxies=trusted,
         failed_auth_delay=config.connection_failed_authentication_delay_ms / 1000,
         max_reauth_ms=config.connections_max_reauth_ms,
-        executor=ThreadPoolExecutor(max_workers=2, thread_name_prefix="aclgate-sasl")
-        if users
-        else None,
+        pool=FairHashPool() if users else None,
+        metrics=AuthMetrics(metrics),
+        principals=PrincipalLimit(config.max_connections_per_principal),
     )
 
 

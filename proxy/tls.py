@@ -5,13 +5,19 @@ message (which file, what is wrong) instead of an OpenSSL error code. `Reloading
 rebuilds the server context when the certificate, key or CA files change on disk: new
 connections get the new context, established ones keep theirs, and a broken new file leaves
 the old context in service (with an error in the log) rather than taking the listener down.
+
+`serve_tls` accepts client connections itself so that a failed TLS handshake is seen: uvloop's
+own TLS server drops such a connection without telling the application.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import errno
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
@@ -25,11 +31,14 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 
 __all__ = [
     "CLIENT_AUTH_MODES",
+    "HANDSHAKE_TIMEOUT",
     "ReloadingTlsContext",
     "TlsConfigError",
     "build_client_context",
     "build_server_context",
+    "describe_handshake_error",
     "peer_certificate",
+    "serve_tls",
     "validate_server_files",
 ]
 
@@ -282,3 +291,95 @@ class ReloadingTlsContext:
             front.sni_callback = switch
             self._front = front
         return self._front
+
+
+# ------------------------------------------------------------------ accepting TLS clients
+
+#: seconds a client's TLS handshake may take: a half-done handshake must not hold a socket
+HANDSHAKE_TIMEOUT = 10.0
+
+#: OpenSSL's reasons when the first bytes are not a TLS record at all
+_NOT_TLS = {"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "HTTPS_PROXY_REQUEST", "UNKNOWN_PROTOCOL"}
+
+
+def describe_handshake_error(exc: BaseException) -> str:
+    """The SSL error as OpenSSL names it, with a hint when the client did not speak TLS."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, ssl.SSLError) and exc.reason in _NOT_TLS:
+        return f"{text} (not TLS: a client configured for PLAINTEXT or SASL_PLAINTEXT?)"
+    return text
+
+
+def _peer(address: object) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        host, port = address[0], address[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(address) or "?"
+
+
+async def serve_tls(
+    sock: socket.socket,
+    factory: Callable[[], asyncio.Protocol],
+    context: ssl.SSLContext,
+    *,
+    handshake_timeout: Callable[[], float],
+    on_failed: Callable[[str, BaseException], None],
+    on_accept_error: Callable[[OSError], None],
+) -> None:
+    """Accept on `sock` until cancelled and hand each socket to the event loop with TLS.
+
+    uvloop's `create_server(ssl=...)` drops a connection whose handshake fails (plaintext,
+    garbage, a refused client certificate, a timeout) without a word to the application:
+    the protocol never sees it. Awaiting `connect_accepted_socket` gets the error, which goes
+    to `on_failed(peer, exc)`. An established connection gets the same TLS transport and
+    protocol as with create_server: nothing changes once the handshake is done.
+    """
+    loop = asyncio.get_running_loop()
+    sock.setblocking(False)
+    pending: set[asyncio.Task] = set()
+    try:
+        while True:
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except OSError as exc:
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EINTR):
+                    continue  # the client gave up before it was accepted
+                # out of file descriptors or memory: what is open keeps being served, new
+                # clients wait in the backlog until something closes
+                on_accept_error(exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(
+                _handshake(
+                    loop, conn, _peer(address), factory, context, handshake_timeout(), on_failed
+                )
+            )
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+    finally:
+        for task in pending:
+            task.cancel()
+
+
+async def _handshake(
+    loop: asyncio.AbstractEventLoop,
+    conn: socket.socket,
+    peer: str,
+    factory: Callable[[], asyncio.Protocol],
+    context: ssl.SSLContext,
+    timeout: float,
+    on_failed: Callable[[str, BaseException], None],
+) -> None:
+    try:
+        await loop.connect_accepted_socket(
+            factory, conn, ssl=context, ssl_handshake_timeout=timeout
+        )
+    except (ssl.SSLError, ConnectionAbortedError) as exc:  # the timeout is ConnectionAbortedError
+        on_failed(peer, exc)
+        conn.close()
+    except OSError as exc:  # reset by the peer mid-handshake: nothing to report
+        log.debug("TLS handshake with %s ended: %r", peer, exc)
+        conn.close()
+    except asyncio.CancelledError:
+        conn.close()
+        raise

@@ -149,9 +149,12 @@ class _OAuthClient:
         return None
 
 
-def sasl_login(raw, mechanism: str, user: str, secret: str, *, version: int = 2):
+def sasl_login(
+    raw, mechanism: str, user: str, secret: str, *, version: int = 2, waits: list | None = None
+):
     """SaslHandshake v1 + SaslAuthenticate rounds on a RawClient. Returns the handshake
-    response if it failed, else the last SaslAuthenticate response (error or success)."""
+    response if it failed, else the last SaslAuthenticate response (error or success).
+    `waits` gets the seconds from each SaslAuthenticate sent to its answer."""
     from tests.fixtures.rawclient import request_entity
 
     handshake = raw.request(request_entity(SASL_HANDSHAKE, 1, mechanism=mechanism))
@@ -160,7 +163,10 @@ def sasl_login(raw, mechanism: str, user: str, secret: str, *, version: int = 2)
     client = sasl_client(mechanism, user, secret)
     token = client.initial_response()
     while True:
+        sent = time.monotonic()
         answer = raw.request(request_entity(SASL_AUTHENTICATE, version, auth_bytes=token))
+        if waits is not None:
+            waits.append(time.monotonic() - sent)
         if answer.error_code != 0:
             return answer
         token = client.evaluate_challenge(bytes(answer.auth_bytes))
