@@ -871,8 +871,8 @@ class KafkaCluster:
         if failed:
             raise KafkaStartError("kafka-storage format failed:\n" + "\n".join(failed))
 
-    def _launch(self) -> None:
-        for n in self.nodes:
+    def _launch(self, nodes: Iterable[_Node] | None = None) -> None:
+        for n in self.nodes if nodes is None else nodes:
             opts = (
                 *self.jvm_opts,
                 f"-Dlog4j2.configurationFile={BROKER_LOG4J}",
@@ -929,6 +929,38 @@ class KafkaCluster:
             )
         except (OSError, struct.error, KeyError):
             return False
+
+    # ------------------------------------------------------------------ faults (tests/faults)
+
+    def kill_node(self, node_id: int, sig: int = signal.SIGKILL, timeout: float = 30.0) -> None:
+        """Send `sig` to one node's JVM and wait until it has exited (SIGKILL after `timeout`).
+
+        Its data and ports stay: `start_nodes([node_id])` brings the same node back.
+        """
+        n = next(n for n in self.nodes if n.node_id == node_id)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(n.pid, sig)  # type: ignore[arg-type]
+        deadline = time.monotonic() + timeout
+        while n.alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if n.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(n.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        if n.process is not None:
+            n.process.wait(timeout=10)
+
+    def stop_nodes(self, timeout: float = 30.0) -> None:
+        """SIGTERM every node (brokers first, as `stop()`), keeping data and work directory."""
+        self._stop_processes(timeout)
+
+    def start_nodes(self, node_ids: Iterable[int] | None = None) -> None:
+        """Start stopped nodes again (same config, data and ports); wait until all are ready.
+
+        Raises KafkaStartError after `start_timeout` seconds, like `start()`.
+        """
+        wanted = set(self.node_ids if node_ids is None else node_ids)
+        self._launch([n for n in self.nodes if n.node_id in wanted and not n.alive()])
+        self._wait_ready()
 
     def _stop_processes(self, timeout: float = 30.0) -> None:
         # Brokers first: their controlled shutdown needs a live controller.
