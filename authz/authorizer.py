@@ -1,7 +1,8 @@
 """The authorizer the proxy calls for every resource of every request.
 
-Semantics are Kafka's StandardAuthorizer (authorization.md §3), except the recorded project
-decision §3.9: a LITERAL `*` ACL matches every name, also names starting with `*`.
+Semantics are Kafka's StandardAuthorizer (docs/authz.md, "How a decision is made"), except the
+one deliberate difference: a LITERAL `*` ACL matches every name, also names starting with `*`
+(docs/authz.md, "The literal `*` ACL").
 
 Reads are lock-free: a decision reads one immutable Snapshot (index + its decision cache).
 Writers (`load`, `update`) serialise on a lock, build the next snapshot off to the side and
@@ -152,7 +153,7 @@ class Authorizer:
     ) -> Decision:
         """Decide one action on a LITERAL resource name (queries are names, never patterns).
 
-        `host` is the client IP as Java formats it (authorization.md §2.6). Raises
+        `host` is the client IP as Java formats it (docs/authz.md, "Hosts"). Raises
         AuthorizerNotReadyError for everyone but super users until the first load.
         """
         if principal in self._super_users:
@@ -182,7 +183,8 @@ class Authorizer:
         resource_type: ResourceType,
     ) -> Decision:
         """KIP-679: may the caller do `operation` on at least one resource of the type?
-        Kafka's default-interface algorithm (§5.1), which KRaft uses."""
+        Kafka's default-interface algorithm, which KRaft uses (docs/authz.md,
+        "`authorizeByResourceType`")."""
         if resource_type == ResourceType.ANY:
             raise ValueError("Must specify a non-filter resource type for authorizeByResourceType")
         if resource_type == ResourceType.UNKNOWN:
@@ -215,7 +217,8 @@ class Authorizer:
         self, principal: str, host: str, resource_type: ResourceType, resource_name: str
     ) -> int:
         """The 32-bit authorized-operations field: bit `1 << code` per supported, allowed
-        operation of the type (§2.7; ALL is never a bit)."""
+        operation of the type (docs/authz.md, "Operations per resource type"; ALL is never a
+        bit)."""
         bits = 0
         for op in SUPPORTED_OPERATIONS.get(resource_type, ()):
             if self.authorize(principal, host, op, resource_type, resource_name).allowed:
@@ -275,8 +278,9 @@ class Authorizer:
     def delete_acls(
         self, filters: Iterable[AclBindingFilter]
     ) -> list[list[AclBinding] | InvalidAclError]:
-        """DeleteAcls with KRaft semantics (§4.4): every filter reports every ACL it matches,
-        even one another filter also matched; all removals are one atomic batch."""
+        """DeleteAcls with KRaft semantics (docs/authz.md, "Managing ACLs"): every filter
+        reports every ACL it matches, even one another filter also matched; all removals are
+        one atomic batch."""
         results: list[list[AclBinding] | InvalidAclError] = []
         with self._write_lock:
             snap = self._snap

@@ -1,6 +1,6 @@
 """`authorizeByResourceType` (KIP-679) as the Authorizer interface's default implementation,
-which KRaft uses (authorization.md §5.1): "may principal@host do O on at least one resource of
-type T?".
+which KRaft uses (docs/authz.md, "`authorizeByResourceType`"): "may principal@host do O on at
+least one resource of type T?".
 
 Kafka scans every ACL of the type per call. Here the ACLs of a type are grouped once per
 snapshot by (principal, host, operation), so a call looks at the at most 8 groups that can
@@ -101,7 +101,8 @@ def decide(
     op: AclOperation,
     probe: Callable[[], Decision],
 ) -> Decision:
-    """Steps 1-5 of §5.1. `probe` authorizes op on the literal name `hardcode`."""
+    """Steps 1-5 of docs/authz.md, "`authorizeByResourceType`". `probe` authorizes op on the
+    literal name `hardcode`."""
     first = probe()
     if first.allowed:
         return first

@@ -1,4 +1,4 @@
-"""The result of one authorization query, with the rule that decided it (audit-events.md)."""
+"""The result of one authorization query, with the rule that decided it (docs/audit.md)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ class Decision(NamedTuple):
         return "ALLOWED" if self.allowed else "DENIED"
 
     def kafka_rule(self) -> str:
-        """The rule as StandardAuthorizer's audit line spells it (authorization.md §8.1)."""
+        """The rule as StandardAuthorizer's audit line spells it (docs/audit.md, "The authorizer
+        log line")."""
         if self.rule == RULE_ACL and self.acl is not None:
             return f"MatchingAcl(acl={standard_acl(self.acl)})"
         if self.rule == RULE_SUPER_USER:

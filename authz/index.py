@@ -35,7 +35,8 @@ _DENY = AclPermissionType.DENY
 _LITERAL = PatternType.LITERAL
 _PREFIXED = PatternType.PREFIXED
 
-# operation -> bits it grants when ALLOWed / denies when DENYed (§3.7)
+# operation -> bits it grants when ALLOWed / denies when DENYed (docs/authz.md, "How a decision
+# is made", rule 6)
 ALLOW_BITS = {
     op: ALL_BITS if op == _ALL else (1 << op) | sum(1 << i for i in IMPLIED_BY_ALLOW.get(op, ()))
     for op in AclOperation
@@ -71,7 +72,8 @@ def group_size(group: Group) -> int:
 
 
 def query_keys(principal: str, host: str) -> tuple[tuple[str, str], ...]:
-    """The (principal, host) rows that apply to principal@host (§3.5)."""
+    """The (principal, host) rows that apply to principal@host (docs/authz.md, "How a decision
+    is made", rule 4)."""
     principals = (
         (principal, WILDCARD_PRINCIPAL) if principal != WILDCARD_PRINCIPAL else (principal,)
     )
@@ -169,11 +171,13 @@ class TypeIndex:
         return TypeIndex(literal, prefixed, length_counts, count)
 
     def decide(self, principal: str, host: str, op: int, name: str, no_acl: Decision) -> Decision:
-        """authorization.md §3.1 after the super-user check; `no_acl` is the configured default.
+        """docs/authz.md, "How a decision is made", after the super-user check; `no_acl` is the
+        configured default.
 
         Groups are visited in StandardAuthorizer's scan order (exact literal, prefixes longest
         first, then the literal `*`), so the binding named for a DENY is the first DENY Kafka
-        meets and for an ALLOW the last ALLOW, as in its audit line.
+        meets and for an ALLOW the last ALLOW, as in its audit line (docs/authz.md, "Which ACL a
+        decision names").
         """
         groups = []
         group = self.literal.get(name)
@@ -187,7 +191,8 @@ class TypeIndex:
                     group = prefixed.get(name[:length])
                     if group is not None:
                         groups.append(group)
-        # Project decision (§3.9): the literal `*` applies to every name, also `*foo`.
+        # Deliberately unlike KRaft (docs/authz.md, "The literal `*` ACL"): the literal `*`
+        # applies to every name, also `*foo`.
         if self.wildcard is not None and name != WILDCARD:
             groups.append(self.wildcard)
         if not groups:

@@ -1,7 +1,8 @@
 """Kafka's ACL data model: enumerations with their wire codes, bindings, filters, validation.
 
 Names and codes follow `org.apache.kafka.common.acl` / `...common.resource` so that ACLs copied
-from a broker mean the same thing here (authorization.md §2, §4).
+from a broker mean the same thing here (docs/authz.md: its links to Kafka's sources, and
+"Managing ACLs").
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ FILTER_ONLY_TYPES = frozenset({ResourceType.UNKNOWN, ResourceType.ANY})
 CONCRETE_RESOURCE_TYPES = tuple(t for t in ResourceType if t not in FILTER_ONLY_TYPES)
 CONCRETE_OPERATIONS = tuple(o for o in AclOperation if o > AclOperation.ANY)
 
-# AclEntry.supportedOperations (authorization.md §2.7): used by the CLI and authorizedOperations,
-# never by authorize(). Order as in Kafka's source.
+# AclEntry.supportedOperations (docs/authz.md, "Operations per resource type"): used by the CLI
+# and authorizedOperations, never by authorize(). Order as in Kafka's source.
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (
         AclOperation.READ,
@@ -100,7 +101,8 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
 }
 
-# What an ALLOW ACL for the key operation also grants (§3.7). DENY ACLs imply nothing.
+# What an ALLOW ACL for the key operation also grants (docs/authz.md, "How a decision is made",
+# rule 6). DENY ACLs imply nothing.
 IMPLIED_BY_ALLOW: dict[AclOperation, frozenset[AclOperation]] = {
     AclOperation.READ: frozenset({AclOperation.DESCRIBE}),
     AclOperation.WRITE: frozenset({AclOperation.DESCRIBE}),
@@ -404,9 +406,10 @@ def java_key(text: str) -> str:
 
 
 def listing_order(bindings: Iterable[AclBinding]) -> list[AclBinding]:
-    """StandardAcl.compareTo order, in which KRaft lists ACLs (§3.11): type, name descending,
-    pattern, operation, principal, host, permission. Sorts the distinct resources, then each
-    resource's few entries, instead of one big sort with a composite key."""
+    """StandardAcl.compareTo order, in which KRaft lists ACLs (docs/authz.md, "Which ACL a
+    decision names"): type, name descending, pattern, operation, principal, host, permission.
+    Sorts the distinct resources, then each resource's few entries, instead of one big sort
+    with a composite key."""
     by_resource: dict[tuple[ResourceType, str], list[AclBinding]] = {}
     for b in bindings:
         key = (b.resource_type, b.resource_name)

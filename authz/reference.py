@@ -1,5 +1,6 @@
-"""A deliberately naive transcription of authorization.md §3.1 (with the §3.9 decision) and
-§5.1, for property tests against the indexed Authorizer. Linear scans, no caching, no cleverness:
+"""A deliberately naive transcription of docs/authz.md's "How a decision is made" (with "The
+literal `*` ACL") and "`authorizeByResourceType`", for property tests against the indexed
+Authorizer. Linear scans, no caching, no cleverness:
 if the two ever disagree, this one is the easier to believe."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ DENY = AclPermissionType.DENY
 
 
 def covers(acl: AclBinding, rtype: ResourceType, name: str) -> bool:
-    """Does the ACL apply to the resource name (§3.3)?"""
+    """Does the ACL apply to the resource name (docs/authz.md, decision rule 2)?"""
     if acl.resource_type != rtype:
         return False
     if acl.pattern_type == PatternType.LITERAL:
@@ -73,7 +74,8 @@ def authorize_by_resource_type(
     super_users: Iterable[str] = (),
     allow_everyone: bool = False,
 ) -> bool:
-    """§5.1, the Authorizer interface's default implementation, line by line."""
+    """The Authorizer interface's default implementation, line by line (docs/authz.md,
+    "`authorizeByResourceType`")."""
     acls = list(acls)
     if authorize(acls, principal, host, op, rtype, "hardcode", super_users, allow_everyone)[0]:
         return True

@@ -5,7 +5,7 @@
 Each accepted connection gets one upstream connection; bytes are copied both ways with
 `transport.write` as they arrive, nothing is parsed or framed. Flow control is the minimum a
 correct relay needs: when one side's write buffer is full, reading from the other side pauses.
-This is "relay, protocol, uvloop" of protocol-notes.md §4, the cheapest Python hop there is, so
+This is "relay, protocol, uvloop" of docs/bench.md, "The yardstick": the cheapest Python hop, so
 the latency harness (bench/latency.py) shows it next to aclgate as the floor.
 
 Prints `listening on HOST:PORT` once it accepts connections; SIGTERM or SIGINT stops it.

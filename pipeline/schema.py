@@ -1,4 +1,4 @@
-"""The audit event schema (shared/spec/audit-events.md, schema_version 1) as Spark types.
+"""The audit event schema (docs/audit.md, schema_version 1) as Spark types.
 
 Reading with this explicit schema instead of inferring one avoids a full extra scan of the
 input and makes a proxy/pipeline mismatch show up as counted malformed lines, not as a

@@ -1,6 +1,6 @@
 """Client host strings exactly as Java's `InetAddress.getHostAddress()` prints them.
 
-Kafka compares an ACL's host with that string by plain equality (authorization.md §2.6), so the
+Kafka compares an ACL's host with that string by plain equality (docs/authz.md, "Hosts"), so the
 proxy must format peer addresses the same way: IPv6 as eight lowercase hex groups, uncompressed
 and without leading zeros; IPv4-mapped IPv6 as the plain IPv4 dotted quad.
 """

@@ -1,4 +1,4 @@
-"""The audit log: one JSON object per decision line (shared/spec/audit-events.md, schema 1).
+"""The audit log: one JSON object per decision line (docs/audit.md, schema 1).
 
 Denied decisions are written one line each as they happen; allowed decisions are aggregated
 per window (same principal, host, client id, API, operation, resource and rule) into one line

@@ -40,9 +40,9 @@ def kafka_log_line(
     ref_count: int,
     decision: Decision,
 ) -> str:
-    """StandardAuthorizer's audit line (authorization.md §8.1), word for word, except that
-    control characters are escaped: the resource name and the principal come from the client,
-    and a topic name with a newline must not forge a second line."""
+    """StandardAuthorizer's audit line (docs/audit.md, "The authorizer log line"), word for
+    word, except that control characters are escaped: the resource name and the principal come
+    from the client, and a topic name with a newline must not forge a second line."""
     verdict = "Allowed" if decision.allowed else "Denied"
     return log_safe(
         f"Principal = {principal} is {verdict} operation = {operation.name} from host = {host} "
@@ -211,7 +211,8 @@ class DecisionRecorder:
         key = (header.api_key, operation, resource_type, decision.allowed, enforced)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
-        # Kafka's levels (authorization.md §8.3): allowed at DEBUG, denied at INFO if logIfDenied
+        # Kafka's levels (docs/audit.md, "The authorizer log line"): allowed at DEBUG, denied
+        # at INFO if logIfDenied, else not at all
         level = logging.DEBUG if decision.allowed else (logging.INFO if log_if_denied else 0)
         if (
             level

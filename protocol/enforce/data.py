@@ -184,7 +184,8 @@ class ProduceHandler(ApiHandler):
 
 # ------------------------------------------------------------------------------------ Fetch
 
-#: (session_id offset, session_epoch offset) in the body, by version (protocol-notes §2.9)
+#: (session_id offset, session_epoch offset) in the body, by version (docs/design.md, "Fetch
+#: sessions are made sessionless")
 _SESSION_AT = {**dict.fromkeys(range(7, 15), (17, 21)), **dict.fromkeys(range(15, 19), (13, 17))}
 _II = struct.Struct(">ii")
 
@@ -197,7 +198,8 @@ def replica_id(request: Any) -> int:
 class FetchHandler(ApiHandler):
     """Fetch sessions (KIP-227) are forced sessionless: the session id and epoch are patched
     to (0, -1), so every request names every partition and is authorized in full, and a
-    revoked ACL takes effect on the next fetch (docs/apis.md explains the trade-off)."""
+    revoked ACL takes effect on the next fetch (docs/design.md, "Fetch sessions are made
+    sessionless", explains the trade-off)."""
 
     granularity = "per topic"
 

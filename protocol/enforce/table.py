@@ -3,7 +3,8 @@
 This is data. `handlers()` gives the session its dispatch table, `advertised_versions()` what
 ApiVersions may announce (an API without a row here is never advertised and is closed on if
 sent), and `docs/apis.md` is generated from it (`python -m protocol.enforce.table`; a test
-keeps the file in step). Rows follow authorization.md §9 (Kafka's KafkaApis/ControllerApis).
+keeps the file in step). Rows follow Kafka's KafkaApis/ControllerApis (docs/authz.md, "Which
+checks a request gets").
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Shorthands mirroring authorizer-test-cases.md's notation: (Type, name, Pattern, principal,
-host, OPERATION, PERMISSION) and `principal@host | OPERATION | Type:name | expected`."""
+"""Shorthands for the ported Kafka cases (docs/authz.md, "Tests ported from Kafka"): (Type,
+name, Pattern, principal, host, OPERATION, PERMISSION) and `principal@host, OPERATION, Type,
+name -> expected`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Suite C of authorizer-test-cases.md: Kafka's AuthorizerTest (KRaft cases).
+"""Suite C: Kafka's AuthorizerTest, KRaft cases (docs/authz.md, "Tests ported from Kafka").
 
 Not ported: C1 testAuthorizeThrowsOnNonLiteralResource — a query here is a resource *name*, so a
 non-LITERAL query cannot be expressed; C5 / C9 (custom KafkaPrincipal subclasses) — principals

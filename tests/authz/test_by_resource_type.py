@@ -1,5 +1,6 @@
-"""Suite D of authorizer-test-cases.md (BaseAuthorizerTest, authorizeByResourceType under KRaft:
-the Authorizer interface's default implementation, §5.1) plus project case P4."""
+"""Suite D (Kafka's BaseAuthorizerTest: authorizeByResourceType under KRaft, the Authorizer
+interface's default implementation) plus project case P4; docs/authz.md, "Tests ported from
+Kafka" and "`authorizeByResourceType`"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`aclgate acls`: suite F of authorizer-test-cases.md (Kafka's AclCommandTest) adapted to the
-ACL-file store, run as subprocesses of the real console script.
+"""`aclgate acls`: suite F (Kafka's AclCommandTest; docs/authz.md, "Tests ported from Kafka")
+adapted to the ACL-file store, run as subprocesses of the real console script.
 
 Adapted rather than ported: F3/F4 (bootstrap server vs controller) and F13/F14 (bootstrap
 option validation) become the --acl-file checks; F7/F8 (client.id MBean warnings) have no

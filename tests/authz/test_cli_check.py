@@ -58,7 +58,7 @@ def test_decisions_rules_and_deciding_acls(files):
         ("DENIED", "DEFAULT_DENY"),
         ("DENIED", "NO_ACL_DEFAULT"),
         ("ALLOWED", "SUPER_USER"),
-        ("ALLOWED", "ACL"),  # §3.9: the literal `*` matches names starting with `*`
+        ("ALLOWED", "ACL"),  # the literal `*` matches names starting with `*` (docs/authz.md)
         ("DENIED", "DEFAULT_DENY"),  # the `*` ACL covers billing, but for another host
     ]
     assert out[0]["acl"] == POLICY[0].to_dict()

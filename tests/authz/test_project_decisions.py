@@ -1,4 +1,5 @@
-"""Suite P of authorizer-test-cases.md: project-specific decisions, not Kafka's own tests.
+"""Suite P: aclgate's own decisions, not Kafka's tests (docs/authz.md, "Tests ported from
+Kafka").
 
 P2 is ported for the authorizer's half only (exact host-string matching); turning a socket
 address into Java's host string is the proxy's job and is tested there.
@@ -13,7 +14,8 @@ from tests.authz.helpers import ALLOW, DENY, LIT, PRE, TX, C, G, Op, T, acl, dec
 ALICE = "User:alice@10.0.0.1"
 
 
-# P1 — §3.9: a LITERAL `*` ACL matches every name, also names starting with `*` (KRaft does not).
+# P1 — docs/authz.md, "The literal `*` ACL": a LITERAL `*` ACL matches every name, also names
+# starting with `*` (KRaft does not).
 @pytest.mark.parametrize(
     ("acls", "allow_everyone", "op", "rtype", "name", "expected"),
     [
@@ -42,7 +44,7 @@ def test_p1_literal_wildcard_counts_as_an_acl_on_the_resource():
     assert (decision.allowed, decision.rule) == (False, "DEFAULT_DENY")
 
 
-# P2 — exact host strings, Java's formatting (§2.6)
+# P2 — exact host strings, Java's formatting (docs/authz.md, "Hosts")
 @pytest.mark.parametrize(
     ("acl_host", "query_host", "expected"),
     [
@@ -58,7 +60,8 @@ def test_p2_hosts_compare_as_exact_strings(acl_host, query_host, expected):
     assert decide(authz, f"User:alice@{query_host}", Op.READ, T, "t") == expected
 
 
-# P3 — allow.everyone.if.no.acl.found applies only when no ACL at all covers the name (§3.4)
+# P3 — allow.everyone.if.no.acl.found applies only when no ACL at all covers the name
+# (docs/authz.md, "How a decision is made", rule 3)
 @pytest.mark.parametrize(
     ("binding", "name", "expected"),
     [
@@ -90,7 +93,7 @@ def test_names_and_principals_are_case_sensitive():
 
 
 def test_authorize_does_not_restrict_operations_per_type():
-    # §3.8: ALLOW READ on CLUSTER is legal and effective at authorize time
+    # docs/authz.md, "How a decision is made": ALLOW READ on CLUSTER is legal and effective
     authz = loaded([acl(C, "kafka-cluster", LIT, "User:a", "*", Op.READ, ALLOW)])
     assert decide(authz, "User:a@1.1.1.1", Op.READ, C, "kafka-cluster") == "ALLOW"
     assert decide(authz, "User:a@1.1.1.1", Op.DESCRIBE, C, "kafka-cluster") == "ALLOW"

@@ -12,7 +12,7 @@ from authz.model import SUPPORTED_OPERATIONS, AclBinding, AclOperation
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, C, G, Op, T, acl, loaded
 
 # Short names over a tiny alphabet, so that names are often prefixes of each other, equal to
-# `*`, or start with `*` (the §3.9 case).
+# `*`, or start with `*` (docs/authz.md, "The literal `*` ACL").
 names = st.text(alphabet="ab*", max_size=4)
 principals = st.sampled_from(["User:a", "User:b", "User:*", "Group:a"])
 hosts = st.sampled_from(["h1", "h2", "*"])

@@ -1,4 +1,4 @@
-"""Suite A of authorizer-test-cases.md: Kafka's StandardAuthorizerTest.
+"""Suite A: Kafka's StandardAuthorizerTest (labels in docs/authz.md, "Tests ported from Kafka").
 
 Not ported (Kafka-internal, no equivalent component here): A18 testStartWithEarlyStartListeners,
 A20 testCompleteInitialLoad, A21 testCompleteInitialLoadWithException (per-listener start

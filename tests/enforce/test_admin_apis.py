@@ -1553,7 +1553,7 @@ def test_list_transactions_filters_silently(env):
 # ------------------------------------------------------------------ DescribeTopicPartitions
 
 TOPIC_IDS = {name: uuid.uuid5(uuid.NAMESPACE_DNS, name) for name in ("ok", "secret", "zz", "zzz")}
-#: ALL on a topic: every operation a topic supports (authorization.md §2.7)
+#: ALL on a topic: every operation a topic supports (docs/authz.md, "Operations per resource type")
 ALL_TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 

@@ -12,7 +12,7 @@ broker answers DescribeAcls from the same StandardAuthorizer that authorizes cli
 so the change is then in force there. On multi-node clusters one Admin client per broker asks
 in turn, but librdkafka may route DescribeAcls to any broker: allow for a short lag there.
 
-Never point this at tansu: its CreateAcls answer aborts librdkafka (protocol-notes §3.1).
+Never point this at tansu: its CreateAcls answer aborts librdkafka (docs/tansu.md).
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def test_kafka_log_line_is_word_for_word_standard_authorizer():
         1,
         Decision(False, "ACL", acl),
     )
-    # StandardAuthorizerTest.testDenyAuditLogging (authorization.md §8.1)
+    # StandardAuthorizerTest.testDenyAuditLogging (docs/audit.md, "The authorizer log line")
     assert line == (
         "Principal = User:bob is Denied operation = READ from host = 127.0.0.1 on resource = "
         "Topic:LITERAL:alpha for request = Fetch with resourceRefCount = 1 based on rule "
