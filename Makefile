@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test lint format bench bench-authz kafka-jars kafka-up kafka-down clean help
+.PHONY: run test test-faults lint format bench bench-authz kafka-jars kafka-up kafka-down clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -27,8 +27,11 @@ $(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
 run: $(DEMO_STAMP)  ## start an embedded broker with aclgate in front of it (Ctrl-C stops both)
 	$(VENV)/bin/aclgate demo
 
-test: $(TEST_STAMP) kafka-jars  ## install everything and run the whole test suite
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+test: $(TEST_STAMP) kafka-jars  ## install everything and run the whole test suite (but the long fault runs)
+	$(VENV)/bin/pytest -m "not faults" $(PYTEST_ARGS)
+
+test-faults: $(TEST_STAMP) kafka-jars  ## every fault run (3-node Kafka, ~5 min); writes bench/results/faults.md
+	FAULTS_RESULTS=bench/results/faults.md $(VENV)/bin/pytest tests/faults $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP)  ## ruff format check + lint
 	$(VENV)/bin/ruff format --check .
