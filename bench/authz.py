@@ -1,4 +1,5 @@
-"""Authorizer micro-benchmarks in the shape of Kafka's AuthorizerBenchmark (authorization.md §12).
+"""Authorizer micro-benchmarks in the shape of Kafka's AuthorizerBenchmark (docs/authz.md,
+"Performance").
 
     python -m bench.authz            # or: make bench-authz
 
@@ -212,7 +213,7 @@ def render(results: dict) -> str:
         f"`python -m bench.authz` on {env['python']} ({env['platform']}, {env['cpus']} CPUs), "
         f"{env['date']}. ACL set: Kafka's AuthorizerBenchmark shape with resourceCount=10,000, "
         f"aclCount=50, denyPercentage=20 ({results['acl_count']:,} ACLs). Kafka's own JMH figure for "
-        "this shape is about 0.3 ms per uncached authorize (authorization.md §12.3). Per-call "
+        "this shape is about 0.3 ms per uncached authorize (docs/authz.md, Performance). Per-call "
         "figures are CPU time (best of 5 runs), so other load on the machine does not inflate "
         "them; one-off costs (ms, s) are wall-clock time.",
         "",

@@ -4,7 +4,7 @@
     python -m bench.latency --quick          # smoke run, writes to a temporary directory
     python -m bench.latency --aclgate-arg=--log-level=ERROR   # extra `aclgate serve` flags
 
-Method (protocol-notes.md §4): tansu is started on a loopback port, the relay
+Method (docs/bench.md, "The yardstick"): tansu is started on a loopback port, the relay
 (`bench/relay.py`) and aclgate (`python -m proxy serve`) each in their own process in front of
 it. One client connection per path and round (asyncio + uvloop, bare Protocol) sends
 pre-encoded requests at a fixed rate, one request at a time: Metadata v12 for one topic and
@@ -695,7 +695,7 @@ run (each round measures every path, in a rotating order), so they saw the same 
 conditions; compare paths within this table, never against a single run or a run taken at
 another time. "Added" is the difference of the medians. The relay is the floor: the cheapest
 Python hop (bare asyncio Protocols on uvloop, no parsing), so aclgate's cost *as a proxy* is
-its added latency minus the relay's. On these 2-vCPU machines protocol-notes.md §4 measured
+its added latency minus the relay's. On these 2-vCPU machines docs/bench.md's yardstick measured
 noise of ±20–30% between rounds; p99.9 rests on a few samples per round and is the noisiest.
 The paired table below takes each round's value minus the direct value of the same round,
 which cancels load that hit a whole round (not load that hit one path's turn)."""
@@ -732,8 +732,8 @@ of the same round):
 ## Service time (from the actual send)
 
 The same requests timed from the moment each was written: what a closed-loop client (send, \
-read, repeat: the method of protocol-notes.md §4) reports, so this table is the one to set \
-beside §4's figures. It leaves out the time a request waited for its turn behind a late \
+read, repeat: the method of docs/bench.md's yardstick) reports, so this table is the one to set \
+beside its figures. It leaves out the time a request waited for its turn behind a late \
 response, so it hides stalls that the table above counts.
 
 {markdown_table(data["service"], paths)}
