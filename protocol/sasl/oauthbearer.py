@@ -3,6 +3,10 @@
 The client sends `n,[a=authzid],^Aauth=Bearer <jwt>^A[key=value^A...]^A`. A token that fails
 validation is answered with the RFC 7628 error challenge `{"status":"invalid_token"}`; the
 client then sends a single ^A and the exchange fails with that JSON as the error message.
+
+A token naming a key id that the key set lacks, when the key set comes from a JWKS URL, does
+not fail at once: `evaluate` raises SaslPending while the proxy fetches the key set again,
+and the SASL gate evaluates the same token again afterwards (once: the second time decides).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 
 from protocol.sasl.base import SaslAuthenticationError, SaslException, SaslServer
 from protocol.sasl.jwt import JwtValidationError, JwtValidator, OAuthBearerToken
+from protocol.sasl.pending import SaslPending
 
 __all__ = ["OAUTHBEARER", "ClientInitialResponse", "OAuthBearerSaslServer"]
 
@@ -83,6 +88,7 @@ class OAuthBearerSaslServer(SaslServer):
         self.token: OAuthBearerToken | None = None
         self.extensions: dict[str, str] = {}
         self.last_validation_error: str | None = None  # for the server's log, never the client
+        self._waited = False  # a key set refresh was waited for: the next evaluation decides
 
     def credential_expiration_ms(self) -> int | None:
         return self.token.lifetime_ms if self._complete and self.token else None
@@ -95,7 +101,12 @@ class OAuthBearerSaslServer(SaslServer):
         self._error_message = None
         response = ClientInitialResponse.parse(token)
         try:
-            validated = self._validator.validate(response.token, self._clock())
+            validated = self._validator.validate(
+                response.token, self._clock(), may_wait=not self._waited
+            )
+        except SaslPending:
+            self._waited = True
+            raise
         except JwtValidationError as e:
             self.last_validation_error = str(e)
             self._error_message = invalid_token_challenge()
