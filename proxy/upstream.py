@@ -100,7 +100,9 @@ async def sasl_exchange(roundtrip: Roundtrip, client: Any, mechanism: str) -> in
 
 
 class UpstreamConnector:
-    """Opens connections to brokers: TCP, TLS if configured, then the proxy's own SASL login."""
+    """Opens connections to brokers: TCP, TLS if configured, then the proxy's own SASL login.
+    `security` is a proxy.upstreamsecurity.UpstreamSecurity: its TLS context and credentials
+    are asked for at each new connection (they follow their files)."""
 
     def __init__(self, timeout: float = 10.0, security: Any = None):
         self.timeout = timeout
@@ -142,12 +144,17 @@ class UpstreamConnector:
 
     async def reauthenticate(self, roundtrip: Roundtrip) -> int:
         """KIP-368: log in again on an open connection; returns the new session lifetime."""
+        client = await asyncio.wait_for(self.security.new_sasl_client(), self.timeout)
         return await asyncio.wait_for(
-            sasl_exchange(roundtrip, self.security.sasl_client(), self.security.mechanism),
-            self.timeout,
+            sasl_exchange(roundtrip, client, self.security.mechanism), self.timeout
         )
 
     async def open_stream(self, host: str, port: int) -> UpstreamStream:
+        # the credentials first (an OAUTHBEARER token may have to be fetched): no broker
+        # connection is held while the identity provider answers
+        client = None
+        if self.security is not None:
+            client = await asyncio.wait_for(self.security.new_sasl_client(), self.timeout)
         ssl_ctx = self._ssl
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(
@@ -156,7 +163,6 @@ class UpstreamConnector:
             self.timeout,
         )
         set_nodelay(writer.transport)
-        client = self.security.sasl_client() if self.security is not None else None
         lifetime_ms = 0
         if client is not None:
             try:

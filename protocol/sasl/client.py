@@ -1,9 +1,12 @@
-"""SASL clients for the proxy's own upstream login: PLAIN and SCRAM-SHA-256/512.
+"""SASL clients for the proxy's own upstream login: PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER.
 
 Sans-IO: the upstream connection code sends `initial_response()` in the first SaslAuthenticate
 request and feeds each server reply to `evaluate_challenge`, sending back what it returns until
 `complete`. Server signatures are checked in constant time, so a man in the middle that does
-not know the credential cannot fake a successful SCRAM login.
+not know the credential cannot fake a successful SCRAM login. OAUTHBEARER sends a token the
+IO layer obtained (proxy/oauthtoken.py: a client-credentials grant), as Kafka's
+OAuthBearerSaslClient does, including RFC 7628's error round (the server's JSON error, then a
+lone ^A, then the failure).
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ from protocol.sasl.scram import (
     secure_random_string,
 )
 
-__all__ = ["PlainSaslClient", "SaslClient", "ScramSaslClient", "create_client"]
+__all__ = [
+    "OAuthBearerSaslClient",
+    "PlainSaslClient",
+    "SaslClient",
+    "ScramSaslClient",
+    "create_client",
+]
 
 # Upper bound on server-chosen iterations, so a hostile upstream cannot make us spin.
 SCRAM_CLIENT_MAX_ITERATIONS = 1_000_000
@@ -155,8 +164,46 @@ class ScramSaslClient(SaslClient):
         self._state = "COMPLETE"
 
 
+class OAuthBearerSaslClient(SaslClient):
+    """RFC 7628 client: `n,,^Aauth=Bearer <token>^A[key=value^A...]^A`."""
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, token: str, extensions: dict[str, str] | None = None) -> None:
+        if not token or any(c.isspace() or c == "\x01" for c in token):
+            raise ValueError("OAUTHBEARER needs a token without whitespace")
+        ext = "".join(f"{k}={v}\x01" for k, v in (extensions or {}).items())
+        self._message = f"n,,\x01auth=Bearer {token}\x01{ext}\x01".encode()
+        self._state = "SEND_CLIENT_FIRST_MESSAGE"
+        self.error: str | None = None  # the server's JSON error, if it refused the token
+
+    @property
+    def complete(self) -> bool:
+        return self._state == "COMPLETE"
+
+    def initial_response(self) -> bytes:
+        if self._state != "SEND_CLIENT_FIRST_MESSAGE":
+            raise SaslException(f"Unexpected initial response in Sasl client state {self._state}")
+        self._state = "RECEIVE_SERVER_FIRST_MESSAGE"
+        return self._message
+
+    def evaluate_challenge(self, challenge: bytes) -> bytes | None:
+        if self._state == "RECEIVE_SERVER_FIRST_MESSAGE":
+            if challenge:  # the token was refused: acknowledge with ^A, the failure follows
+                self.error = challenge.decode("utf-8", errors="replace")
+                self._state = "RECEIVE_SERVER_MESSAGE_AFTER_FAILURE"
+                return b"\x01"
+            self._state = "COMPLETE"
+            return None
+        if self._state == "RECEIVE_SERVER_MESSAGE_AFTER_FAILURE":
+            self._state = "FAILED"
+            raise SaslException(f"OAUTHBEARER token refused by the server: {self.error}")
+        raise SaslException(f"Unexpected challenge in Sasl client state {self._state}")
+
+
 def create_client(mechanism: str, username: str, password: str) -> SaslClient:
-    """A client for `--upstream-sasl-mechanism` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."""
+    """A client for `--upstream-sasl-mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    (OAUTHBEARER needs a token: OAuthBearerSaslClient)."""
     if mechanism == PLAIN:
         return PlainSaslClient(username, password)
     if mechanism in SCRAM_MECHANISMS:

@@ -1,0 +1,169 @@
+"""The proxy's own side of its connections to the cluster: TLS, and the SASL login with
+PLAIN, SCRAM or OAUTHBEARER. Everything here follows its files while the proxy runs, as the
+listener's certificates do (proxy/tls.py): a changed CA, client certificate or key file, a
+rotated password or OAuth client secret, is used by the next upstream connection; a broken
+new file keeps the previous one in service, with an ERROR in the log. Connections already
+open keep what they were opened with.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from protocol.sasl.client import OAuthBearerSaslClient, SaslClient, create_client
+from proxy.config import ConfigError, ProxyConfig
+from proxy.httpclient import https_context
+from proxy.oauthtoken import ClientCredentialsToken, SecretFile
+from proxy.tls import TlsConfigError, build_client_context
+
+__all__ = ["ReloadingClientContext", "UpstreamSecurity", "build_upstream_security"]
+
+log = logging.getLogger("aclgate.upstream")
+
+
+class ReloadingClientContext:
+    """The upstream TLS client context, rebuilt when its CA, certificate or key file changes
+    (checked at most every `check_interval` seconds, when a connection is opened)."""
+
+    def __init__(
+        self,
+        cafile: Path | None,
+        certfile: Path | None,
+        keyfile: Path | None,
+        *,
+        check_hostname: bool = True,
+        check_interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._files = tuple(f for f in (cafile, certfile, keyfile) if f is not None)
+        self._build = lambda: build_client_context(
+            cafile, certfile, keyfile, check_hostname=check_hostname
+        )
+        self._interval = check_interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stamp = self._read_stamp()
+        self._context = self._build()  # the first build must succeed: errors propagate
+        self._checked = clock()
+        self.reloads = 0
+        self.failures = 0
+
+    def _read_stamp(self) -> tuple[Any, ...]:
+        out: list[Any] = []
+        for f in self._files:
+            try:
+                st = os.stat(f)
+                out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def current(self) -> ssl.SSLContext:
+        now = self._clock()
+        if self._files and now - self._checked >= self._interval:
+            self.check(now)
+        return self._context
+
+    def check(self, now: float | None = None) -> bool:
+        """Rebuild if a file changed; True if a new context is now in service."""
+        with self._lock:
+            self._checked = self._clock() if now is None else now
+            stamp = self._read_stamp()
+            if stamp == self._stamp:
+                return False
+            self._stamp = stamp  # a broken file is reported once, not at every connection
+            try:
+                context = self._build()
+            except TlsConfigError as exc:
+                self.failures += 1
+                log.error("upstream TLS files not reloaded, keeping the previous ones: %s", exc)
+                return False
+            self._context = context
+            self.reloads += 1
+        log.info("upstream TLS files reloaded (%s)", ", ".join(str(f) for f in self._files))
+        return True
+
+
+class UpstreamSecurity:
+    """What UpstreamConnector (proxy/upstream.py) needs for each new upstream connection."""
+
+    def __init__(
+        self,
+        protocol: str,
+        tls: ReloadingClientContext | None = None,
+        mechanism: str | None = None,
+        username: str | None = None,
+        password: SecretFile | None = None,
+        token: ClientCredentialsToken | None = None,
+    ) -> None:
+        self.protocol = protocol
+        self.tls = tls
+        self.mechanism = mechanism
+        self.username = username
+        self.password = password
+        self.token = token
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        return self.tls.current() if self.tls is not None else None
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL")
+
+    async def new_sasl_client(self) -> SaslClient | None:
+        """A client for one login with the current credentials (None: no SASL upstream).
+        OAUTHBEARER may wait for a token; proxy.oauthtoken.TokenEndpointError (a
+        ConnectionError, like an unreachable cluster) if there is none."""
+        if not self.sasl:
+            return None
+        if self.mechanism == "OAUTHBEARER":
+            assert self.token is not None
+            return OAuthBearerSaslClient(await self.token.token())
+        assert self.password is not None and self.username is not None
+        return create_client(self.mechanism, self.username, self.password.current())
+
+
+def build_upstream_security(config: ProxyConfig) -> UpstreamSecurity:
+    protocol = config.upstream_security_protocol
+    try:
+        tls = None
+        if protocol in ("SSL", "SASL_SSL"):
+            tls = ReloadingClientContext(
+                config.upstream_ssl_cafile,
+                config.upstream_ssl_certfile,
+                config.upstream_ssl_keyfile,
+                check_hostname=config.upstream_ssl_check_hostname,
+            )
+        password = token = None
+        if protocol.startswith("SASL") and config.upstream_sasl_mechanism == "OAUTHBEARER":
+            token = ClientCredentialsToken(
+                config.upstream_sasl_oauthbearer_token_endpoint_url,
+                config.upstream_sasl_oauthbearer_client_id,
+                SecretFile(
+                    config.upstream_sasl_oauthbearer_client_secret_file, "client secret file"
+                ),
+                scope=config.upstream_sasl_oauthbearer_scope,
+                ssl_context=https_context(config.upstream_sasl_oauthbearer_ssl_cafile),
+                timeout=config.connect_timeout,
+                refresh_window_factor=config.upstream_sasl_login_refresh_window_factor,
+            )
+        elif protocol.startswith("SASL"):
+            password = SecretFile(config.upstream_sasl_password_file, "password file")
+    except (TlsConfigError, OSError, ValueError, ssl.SSLError) as exc:
+        raise ConfigError(f"upstream security: {exc}") from exc
+    return UpstreamSecurity(
+        protocol,
+        tls,
+        config.upstream_sasl_mechanism,
+        config.upstream_sasl_username,
+        password,
+        token,
+    )
