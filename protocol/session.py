@@ -11,7 +11,10 @@ back `SessionIO` to write, close and pause. Its jobs:
 * stream pass-through responses to the client chunk by chunk (a 50 MB fetch response is never
   held in memory) and buffer only responses that must be rewritten;
 * bound the requests in flight: past `max_in_flight` further frames wait in a backlog and the
-  client's reads are paused until responses drain.
+  client's reads are paused until responses drain;
+* bound the answers owed to a client that does not read them: while the IO layer reports the
+  client's write buffer full (`client_writable(False)`), further frames wait in the backlog
+  too, so answers the proxy makes itself (ApiVersions before SASL, denials) cannot pile up.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from protocol.header import MalformedRequest, RequestHeader, UnknownApi, parse_r
 
 _SIZE_CORR = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
+#: answers collected from one read before they are written (and the write buffer checked)
+_OUTPUT_BATCH = 16
 
 #: rewrites a complete framed response; returns the framed bytes to send to the client
 ResponseRewriter = Callable[["ProxySession", "Slot", Frame], bytes | memoryview]
@@ -173,6 +178,8 @@ class ProxySession:
         self._stalls = 0
         self._draining = False
         self._client_paused = False
+        #: the client's write buffer is over its high-water mark (a client not reading)
+        self._output_blocked = False
         self._to_upstream: list[bytes | memoryview] = []
         self._to_client: list[bytes | memoryview] = []
         # response stream state
@@ -187,6 +194,11 @@ class ProxySession:
     @property
     def in_flight(self) -> int:
         return len(self._fifo)
+
+    @property
+    def partial_request(self) -> bool:
+        """Part of a request frame has arrived and the rest has not (yet)."""
+        return bool(self._splitter.buffered)
 
     @property
     def upstream_idle(self) -> bool:
@@ -222,7 +234,11 @@ class ProxySession:
         if (
             len(data) >= 4
             and not (
-                self._splitter.buffered or self._backlog or self._stalls or self._client_paused
+                self._splitter.buffered
+                or self._backlog
+                or self._stalls
+                or self._client_paused
+                or self._output_blocked
             )
             and len(self._fifo) < self.config.max_in_flight
         ):
@@ -238,12 +254,12 @@ class ProxySession:
         except FrameTooLarge as exc:
             self.fail(f"request {exc}; closing (Kafka closes too)", "frame_too_large")
             return
-        if self._backlog or self._stalls:
+        if self._backlog or self._stalls or self._output_blocked:
             self._backlog.extend(frames)
         else:
             limit = self.config.max_in_flight
             for i, frame in enumerate(frames):
-                if len(self._fifo) >= limit:
+                if len(self._fifo) >= limit or self._output_blocked:
                     self._backlog.extend(frames[i:])
                     break
                 self._process(frame)
@@ -252,6 +268,8 @@ class ProxySession:
                 if self._stalls:  # the frame itself may have been parked at the front
                     self._backlog.extend(frames[i + 1 :])
                     break
+                if len(self._to_client) >= _OUTPUT_BATCH:
+                    self._flush()  # may report the client's buffer full: the rest waits
         self._update_pause()
         self._flush()
 
@@ -264,13 +282,23 @@ class ProxySession:
             backlog = self._backlog
             while (
                 backlog
-                and not (self._stalls or self.closed or self.closing)
+                and not (self._stalls or self.closed or self.closing or self._output_blocked)
                 and len(self._fifo) < limit
             ):
                 self._process(backlog.popleft())
+                if len(self._to_client) >= _OUTPUT_BATCH:
+                    self._flush()
         finally:
             self._draining = False
         self._update_pause()
+
+    def client_writable(self, writable: bool) -> None:
+        """The IO layer's write buffer towards the client went over its high-water mark
+        (False) or back under its low-water mark (True)."""
+        self._output_blocked = not writable
+        if writable and self._backlog and not self._stalls and not self.closed:
+            self._drain_backlog()
+            self._flush()
 
     def _update_pause(self) -> None:
         want_pause = bool(self._backlog) or len(self._fifo) >= self.config.max_in_flight
@@ -300,6 +328,14 @@ class ProxySession:
         except MalformedRequest as exc:
             self.fail(f"malformed request header: {exc}", "malformed_request")
             return
+        # The gate first: before SASL authentication only the SASL APIs exist, so anything
+        # else is a SASL-state error (Kafka's "Unexpected Kafka request of type ... during
+        # SASL handshake"), whatever its version.
+        if self.gate is not None:
+            reason = self.gate(header)
+            if reason is not None:
+                self.fail(reason, "sasl_state")
+                return
         allowed = self._allowed.get(header.api_key)
         handler = self._handlers.get(header.api_key)
         if allowed is None or handler is None:
@@ -317,11 +353,6 @@ class ProxySession:
                 "unsupported_api",
             )
             return
-        if self.gate is not None:
-            reason = self.gate(header)
-            if reason is not None:
-                self.fail(reason, "sasl_state")
-                return
         self.observer.request(header, len(frame))
         try:
             handler(self, header, frame)
@@ -357,6 +388,7 @@ class ProxySession:
         """A locally built framed response, delivered in request order."""
         slot = Slot(header.correlation_id, header.api_key, header.api_version)
         self._fifo.append(slot)
+        self.observer.response(header.api_key, len(response), True)
         self._fill(slot, response)
 
     def stop_accepting(self) -> None:
@@ -383,6 +415,7 @@ class ProxySession:
         return slot
 
     def complete(self, slot: Slot, response: bytes) -> None:
+        self.observer.response(slot.api_key, len(response), True)
         self._fill(slot, response)
         self._flush()
 

@@ -154,8 +154,10 @@ class ProxyConfig:
     broker_ports: tuple[int, int] | None = _setting(
         parse=parse_port_range,
         metavar="FIRST-LAST",
-        help="ports handed out to broker ids as they appear in metadata "
-        "(default: ephemeral ports chosen by the OS)",
+        help="proxy ports for broker ids: broker N gets FIRST+N (FIRST + N mod the range's size "
+        "when N is larger), so every aclgate in front of one cluster hands out the same port for "
+        "the same broker whatever order brokers appear in (default: ephemeral ports chosen by "
+        "the OS, which differ between instances and restarts)",
     )
     metrics_listen: tuple[str, int] | None = _setting(
         parse=lambda v: parse_host_port(v, "0.0.0.0"),
@@ -193,6 +195,50 @@ class ProxyConfig:
         help="client connections from one address at most, like Kafka's "
         "max.connections.per.ip; not applied to trusted PROXY protocol senders (default 0: "
         "no limit)",
+    )
+    max_connections_per_principal: int = _setting(
+        0,
+        parse=int,
+        metavar="N",
+        help="client connections of one SASL or mTLS principal at most (Kafka has no such "
+        "limit); past it a SASL login is answered SASL_AUTHENTICATION_FAILED and an mTLS "
+        "connection is closed at once (default 0: no limit)",
+    )
+    max_connection_creation_rate: float = _setting(
+        0.0,
+        parse=float,
+        metavar="PER_SECOND",
+        help="new connections per second from one client address at most, like Kafka's "
+        "max.connection.creation.rate per IP (KIP-612); past it new connections are closed at "
+        "once; not applied to trusted PROXY protocol senders (default 0: no limit)",
+    )
+    connections_max_idle_ms: int = _setting(
+        600_000,
+        parse=int,
+        metavar="MS",
+        help="close a client connection after this long with no bytes in either direction and "
+        "no request in flight, like Kafka's connections.max.idle.ms (default 600000)",
+    )
+    authentication_timeout_ms: int = _setting(
+        30_000,
+        parse=int,
+        metavar="MS",
+        help="close a connection that has not completed SASL authentication (or sent its PROXY "
+        "protocol header) this long after it was opened (default 30000)",
+    )
+    partial_request_timeout_ms: int = _setting(
+        30_000,
+        parse=int,
+        metavar="MS",
+        help="close a connection that has sent part of a request and then nothing for this "
+        "long: a half-sent frame must not hold a socket forever (default 30000)",
+    )
+    upstream_check_interval: float = _setting(
+        5.0,
+        parse=float,
+        metavar="SECONDS",
+        help="how often the proxy asks the cluster for its brokers, which also tells /readyz "
+        "whether the cluster is reachable (default 5)",
     )
     api_version_cap: dict[int, int] = _setting(
         {},
@@ -410,10 +456,22 @@ class ProxyConfig:
             raise ConfigError("max_frame_bytes must be positive")
         if self.max_in_flight <= 0:
             raise ConfigError("max_in_flight must be positive")
-        for name in ("connect_timeout", "audit_window"):
+        for name in (
+            "connect_timeout",
+            "audit_window",
+            "connections_max_idle_ms",
+            "authentication_timeout_ms",
+            "partial_request_timeout_ms",
+            "upstream_check_interval",
+        ):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive")
-        for name in ("max_connections", "max_connections_per_ip"):
+        for name in (
+            "max_connections",
+            "max_connections_per_ip",
+            "max_connection_creation_rate",
+            "max_connections_per_principal",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or more")
         if not self.shutdown_grace >= 0:

@@ -18,6 +18,7 @@ from protocol.proxyproto import (
     parse_proxy_header,
 )
 from protocol.session import ProxySession
+from proxy.logs import log_safe
 from proxy.upstream import set_nodelay
 from proxy.upstreamreauth import UpstreamReauthenticator
 
@@ -43,6 +44,7 @@ class UpstreamProtocol(asyncio.Protocol):
         self.reauth: UpstreamReauthenticator | None = None
 
     def data_received(self, data: bytes) -> None:
+        self.conn.activity += 1
         reauth = self.reauth
         if reauth is None:
             self.conn.session.upstream_data(data)
@@ -98,18 +100,26 @@ class ClientConnection(asyncio.Protocol):
         self._reauth: UpstreamReauthenticator | None = None
         #: the address this connection counts against in max_connections_per_ip
         self.counted_address: str | None = None
+        #: reads from either side so far; the server's timeout sweep compares it between
+        #: passes (an increment is all the hot path pays for idle detection)
+        self.activity = 0
+        #: the sweep's bookkeeping: the activity it last saw, and since when it is unchanged
+        self.seen_activity = -1
+        self.quiet_since = 0.0
+        self.opened_at = 0.0
 
     # asyncio.Protocol (client side) ------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.opened_at = self.quiet_since = asyncio.get_running_loop().time()
         set_nodelay(transport)
         self.peer = peer_string(transport)
         security = self.server.security
         refused = self.server.connection_opened(self, self._limited_address(transport))
         if refused is not None:
             self.session = None
-            self.close(f"connection refused: {refused}", "connection_limit")
+            self._refuse(*refused)
             return
         try:
             principal = self._tls_principal()
@@ -120,6 +130,12 @@ class ClientConnection(asyncio.Protocol):
                 "tls_principal",
             )
             return
+        if principal != "User:ANONYMOUS":  # an mTLS principal: --max-connections-per-principal
+            over = security.admit_principal(self, principal)
+            if over is not None:
+                self.session = None
+                self._refuse("connection_limit", over)
+                return
         self.session = ProxySession(
             self.server.session_config, self, self.server.metrics, self.context(principal)
         )
@@ -133,9 +149,59 @@ class ClientConnection(asyncio.Protocol):
             self._proxy_header = bytearray()
         if security.sasl:
             saslgate.install(self.session, self.server.sasl_config)
-            return  # the upstream connection waits for a successful authentication
-        self.pause_client("connecting")
-        self._connect_task = asyncio.ensure_future(self._connect_upstream())
+        # No upstream connection yet: it opens when the first request must be forwarded
+        # (write_upstream), so silent or unauthenticated clients never reach the cluster.
+
+    def _refuse(self, kind: str, reason: str) -> None:
+        """A connection over a limit: closed at once, counted, logged at most every 10 s per
+        kind (a connection flood must not become a log flood)."""
+        self.closed = True
+        self.server.metrics.errors.labels(kind).inc()
+        self.server.log_refusal(kind, f"refused connection from {self.peer}: {reason}")
+        if self.transport is not None:
+            self.transport.close()
+        self._teardown()
+
+    def check_timeouts(self, now: float, idle: float, setup: float, partial: float) -> None:
+        """Called by the server's sweep about every second (proxy.server)."""
+        if self.closed or self.session is None:
+            return
+        if self.activity != self.seen_activity:
+            self.seen_activity = self.activity
+            self.quiet_since = now
+            return
+        quiet = now - self.quiet_since
+        session = self.session
+        sasl = session.sasl
+        if (self._proxy_header is not None or (sasl is not None and not sasl.authenticated)) and (
+            now - self.opened_at >= setup
+        ):
+            what = "send its PROXY header" if self._proxy_header is not None else "authenticate"
+            self._expire("authentication", f"did not {what} within {setup * 1000:.0f} ms")
+        elif session.partial_request and quiet >= partial:
+            self._expire(
+                "partial_request",
+                f"sent part of a request, then nothing for {partial * 1000:.0f} ms",
+            )
+        elif quiet >= idle and not session.in_flight and self._connect_task_done():
+            self._expire("idle", f"idle for {idle * 1000:.0f} ms (connections_max_idle_ms)")
+
+    def _connect_task_done(self) -> bool:
+        return self._connect_task is None or self._connect_task.done()
+
+    def _expire(self, kind: str, reason: str) -> None:
+        self.server.metrics.connection_timeouts.labels(kind).inc()
+        level = logging.DEBUG if kind == "idle" else logging.INFO
+        if log.isEnabledFor(level):
+            self.server.log_refusal(
+                f"timeout-{kind}", f"closing connection from {self.peer}: {reason}", level
+            )
+        self.closed = True
+        if self.session is not None:
+            self.session.closed = True
+        if self.transport is not None:
+            self.transport.close()
+        self._teardown()
 
     @property
     def listener_label(self) -> str:
@@ -174,13 +240,15 @@ class ClientConnection(asyncio.Protocol):
         return AuthContext(self.server.policy, principal, host, self.server.security.protocol)
 
     def authenticated(self, session: ProxySession, name: str) -> None:
-        """SASL succeeded: the principal is known; now the upstream connection may open."""
+        """SASL succeeded: the principal is known (the upstream connection opens with the
+        first request that needs it)."""
         session.context.principal = f"User:{name}"
-        log.debug("client %s authenticated as User:%s", self.peer, name)
-        self.pause_client("connecting")
-        self._connect_task = asyncio.ensure_future(self._connect_upstream())
+        log.debug("client %s authenticated as User:%s", self.peer, log_safe(name))
 
     def data_received(self, data: bytes) -> None:
+        self.activity += 1
+        if self._pause_reasons:  # data while paused: re-assert the pause (see _sync_reading)
+            self._sync_reading()
         if self._first_data:
             self._first_data = False
             if self._proxy_header is None and has_proxy_signature(data):
@@ -219,13 +287,22 @@ class ClientConnection(asyncio.Protocol):
             log.debug("client %s disconnected", self.peer)
             self._teardown()
 
-    def pause_writing(self) -> None:  # the client is not reading: stop reading the broker
+    def pause_writing(self) -> None:
+        """The client is not reading its answers: stop reading the broker's answers and the
+        client's requests, so what is owed to it stays within the write buffer's high-water
+        mark (answers the proxy makes itself included)."""
         if self.upstream is not None:
             self.upstream.pause_reading()
+        self.pause_client("client-backpressure")
+        if self.session is not None:
+            self.session.client_writable(False)
 
     def resume_writing(self) -> None:
         if self.upstream is not None and not self.upstream.is_closing():
             self.upstream.resume_reading()
+        if self.session is not None:
+            self.session.client_writable(True)
+        self.resume_client("client-backpressure")
 
     # upstream --------------------------------------------------------------------
 
@@ -249,7 +326,10 @@ class ClientConnection(asyncio.Protocol):
             errors.append(repr(exc))
         if transport is None:
             what = "a bootstrap server" if self.node_id is None else f"broker {self.node_id}"
-            self.close(f"cannot reach {what} upstream: {'; '.join(errors)}", "upstream_unreachable")
+            why = f"cannot reach {what} upstream: {'; '.join(errors)}"
+            if self.node_id is None:
+                self.server.upstream_unreachable(why)
+            self.close(why, "upstream_unreachable")
             return
         if self.closed:
             # closed while connecting (e.g. an acks=0 denial): what the client sent before
@@ -287,8 +367,11 @@ class ClientConnection(asyncio.Protocol):
         self.transport.write(data)
 
     def write_upstream(self, data: bytes | memoryview) -> None:
-        if self.upstream is None:  # still connecting: the client wrote before we paused it
+        if self.upstream is None:  # not connected yet: the first request opens the connection
             self._early.append(bytes(data))
+            if self._connect_task is None and not self.closed:
+                self.pause_client("connecting")
+                self._connect_task = asyncio.ensure_future(self._connect_upstream())
         else:
             self.upstream.write(data)
 
@@ -300,22 +383,21 @@ class ClientConnection(asyncio.Protocol):
             kind = "authentication_failed"
         if kind is not None:
             self._deliver_early = False
+        # the reason may carry client input (names, SASL text): escaped so it cannot forge lines
         if kind is None:
-            log.info("closing connection from %s: %s", self.peer, reason)
+            log.info("closing connection from %s: %s", self.peer, log_safe(reason))
+        elif kind == "sasl_busy":  # an overload, one close per login: rate-limited lines
+            self.server.metrics.errors.labels(kind).inc()
+            self.server.log_refusal(kind, f"closing connection from {self.peer}: {reason}")
         else:
             self.server.metrics.errors.labels(kind).inc()
-            log.warning("closing connection from %s: %s", self.peer, reason)
+            log.warning("closing connection from %s: %s", self.peer, log_safe(reason))
         if self.session is not None:
             self.session.closed = True
         if self.transport is not None:
-            if kind == "authentication_failed":
-                # Kafka's connection.failed.authentication.delay.ms: slow down password guessing
-                self.transport.pause_reading()
-                asyncio.get_running_loop().call_later(
-                    self.server.security.failed_auth_delay, self.transport.close
-                )
-            else:
-                self.transport.close()
+            # (a failed authentication waited connection.failed.authentication.delay.ms
+            # before its answer, in protocol/saslgate.py: the close follows the answer)
+            self.transport.close()
         self._teardown()
 
     def stop_accepting(self) -> None:
@@ -338,22 +420,27 @@ class ClientConnection(asyncio.Protocol):
     # helpers ---------------------------------------------------------------------
 
     def pause_client(self, reason: str) -> None:
-        if (
-            not self._pause_reasons
-            and self.transport is not None
-            and not self.transport.is_closing()
-        ):
-            self.transport.pause_reading()
         self._pause_reasons.add(reason)
+        self._sync_reading()
 
     def resume_client(self, reason: str) -> None:
         self._pause_reasons.discard(reason)
-        if (
-            not self._pause_reasons
-            and self.transport is not None
-            and not self.transport.is_closing()
-        ):
-            self.transport.resume_reading()
+        self._sync_reading()
+
+    def _sync_reading(self) -> None:
+        """Make the transport read exactly when no pause reason is left.
+
+        Compared with the transport's own state rather than remembered: uvloop ignores
+        pause_reading() until connection_made has returned (it starts reading after it), and
+        a pause believed in but not applied lets a client pipeline without limit."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if self._pause_reasons:
+            if transport.is_reading():
+                transport.pause_reading()
+        elif not transport.is_reading():
+            transport.resume_reading()
 
     def _teardown(self) -> None:
         connecting = self._connect_task is not None and not self._connect_task.done()
@@ -365,4 +452,5 @@ class ClientConnection(asyncio.Protocol):
             self.upstream.close()
         if self.session is not None:
             self.session.closed = True
+        self.server.security.release_principal(self)  # SASL or mTLS, if it was counted
         self.server.connection_closed(self)

@@ -4,6 +4,12 @@ One directory per proxy (per upstream cluster), shared by all connections: FindC
 may name a broker on a connection that never saw Metadata. A port is bound synchronously the
 first time a node id is seen, before the response naming it leaves the proxy, so a client that
 connects at once finds a listening socket (the kernel queues it until the accept loop runs).
+
+Ports are a function of the node id, never of the order brokers appear in: with
+`--broker-ports FIRST-LAST` broker N gets FIRST + N when that is in the range, else
+FIRST + (N mod the range's size). Every aclgate instance (and every restart, whichever brokers
+are up) in front of one cluster therefore hands out the same port for the same broker, so a
+client bootstrapped through one instance can be served by another behind a load balancer.
 """
 
 from __future__ import annotations
@@ -36,7 +42,6 @@ class NodeDirectory:
         self.reserved = set(reserved or ()) | set(self.fixed_ports.values())
         self.upstream: dict[int, tuple[str, int]] = {}
         self.proxy_ports: dict[int, int] = {}
-        self._next_in_range = port_range[0] if port_range else 0
         self._unmappable_logged: set[int] = set()
         #: changes whenever an address or a port changes: caches of rewritten answers key on it
         self.generation = 0
@@ -75,9 +80,15 @@ class NodeDirectory:
         if fixed is not None:
             candidates = [fixed]
         elif self.port_range is not None:
-            lo, hi = self.port_range
-            candidates = [p for p in range(self._next_in_range, hi + 1) if p not in self.reserved]
-            candidates += [p for p in range(lo, self._next_in_range) if p not in self.reserved]
+            candidates = [port_for_node(node_id, self.port_range)]
+            taken = [n for n, p in self.proxy_ports.items() if p == candidates[0]]
+            if taken or candidates[0] in self.reserved:
+                self._unmappable(
+                    node_id,
+                    f"its port {candidates[0]} in --broker-ports is taken"
+                    + (f" by broker {taken[0]}" if taken else " (the --listen or a --node-port)"),
+                )
+                return None
         else:
             candidates = [0]  # an ephemeral port chosen by the OS
         for port in candidates:
@@ -88,22 +99,24 @@ class NodeDirectory:
             self.proxy_ports[node_id] = bound
             self.reserved.add(bound)
             self.generation += 1
-            if self.port_range is not None and fixed is None:
-                self._next_in_range = bound + 1
             log.info("broker %d is served on port %d", node_id, bound)
             self.open_listener(node_id, sock)
             return bound
+        self._unmappable(node_id, f"port {candidates[0]} cannot be bound")
+        return None
+
+    def _unmappable(self, node_id: int, why: str) -> None:
         if node_id not in self._unmappable_logged:
             self._unmappable_logged.add(node_id)
             log.error(
-                "no port available for broker %d (fixed map %s, range %s): it is hidden from "
-                "clients; widen --broker-ports or add --node-port %d=PORT",
+                "no port for broker %d (%s; fixed map %s, range %s): it is hidden from "
+                "clients; add --node-port %d=PORT or choose another --broker-ports range",
                 node_id,
+                why,
                 self.fixed_ports,
                 self.port_range,
                 node_id,
             )
-        return None
 
     def _listen(self, port: int) -> socket.socket | None:
         family = socket.AF_INET6 if ":" in self.bind_host else socket.AF_INET
@@ -118,3 +131,10 @@ class NodeDirectory:
             sock.close()
             return None
         return sock
+
+
+def port_for_node(node_id: int, port_range: tuple[int, int]) -> int:
+    """The proxy port of broker `node_id` in `port_range`: the same on every instance."""
+    lo, hi = port_range
+    size = hi - lo + 1
+    return lo + node_id if node_id < size else lo + node_id % size

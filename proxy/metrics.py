@@ -179,6 +179,14 @@ class ProxyMetrics:
         self.broker_listeners = Gauge(
             "aclgate_broker_listeners", "Per-broker listeners open", registry=r
         )
+        self.connection_timeouts = Counter(
+            "aclgate_connection_timeouts",
+            "Client connections closed by a timeout: idle (connections_max_idle_ms), "
+            "authentication (authentication_timeout_ms), partial_request "
+            "(partial_request_timeout_ms)",
+            ["kind"],
+            registry=r,
+        )
         self.upstream_connect_failures = Counter(
             "aclgate_upstream_connect_failures",
             "Failed connections to upstream brokers",

@@ -24,8 +24,11 @@ from proxy.config import ProxyConfig
 from proxy.connection import ClientConnection
 from proxy.decisions import DecisionRecorder
 from proxy.directory import NodeDirectory
+from proxy.fdlimit import connection_budget, open_fd_count, raise_open_files_limit
 from proxy.http import HealthServer
+from proxy.logs import log_safe
 from proxy.metrics import ProxyMetrics, StateCollector
+from proxy.ratelimit import RateLimitedLog, TokenBuckets
 from proxy.security import build_listener_security, build_upstream_security
 from proxy.upstream import ControlClient, UpstreamConnector, UpstreamUnavailable
 
@@ -59,7 +62,7 @@ class ProxyServer:
     def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None):
         self.config = config
         self.metrics = metrics or ProxyMetrics()
-        self.security = build_listener_security(config)
+        self.security = build_listener_security(config, self.metrics)
         self.connector = UpstreamConnector(config.connect_timeout, build_upstream_security(config))
         self.control = ControlClient(
             config.upstream, self.connector, timeout=config.connect_timeout
@@ -71,7 +74,19 @@ class ProxyServer:
         self.health: HealthServer | None = None
         self.metrics_address: tuple[str, int] | None = None
         self.bootstrap_address: tuple[str, int] | None = None
-        self.upstream_seen = False
+        #: the last word on the cluster: a broker list from the periodic check, or a failure
+        #: (of that check, or of every bootstrap server for a client connection)
+        self.upstream_reachable = False
+        self.upstream_error: str | None = "not contacted yet"
+        self._upstream_check_now = asyncio.Event()
+        #: client connections that fit in the open-files limit (0: unknown, not applied)
+        self.fd_budget = 0
+        self._creation_rate = (
+            TokenBuckets(config.max_connection_creation_rate)
+            if config.max_connection_creation_rate
+            else None
+        )
+        self._refusals = RateLimitedLog(logging.getLogger("aclgate.connection"))
         self._dropped_logged: set[int] = set()
         self._pending_listeners: list[asyncio.Task] = []
         self._tasks: list[asyncio.Task] = []
@@ -134,6 +149,7 @@ class ProxyServer:
             clock_ms=lambda: int(time.time() * 1000),
             max_reauth_ms=self.security.max_reauth_ms,
             run_blocking=self.security.run_blocking,
+            **self.security.sasl_settings(),  # failed-authentication delay, metrics, limits
             pre_auth_versions=lambda: self._pre_auth_versions(allowed),
             on_authenticated=lambda session, name: session.io.authenticated(session, name),
             handlers_after=after,
@@ -185,10 +201,15 @@ class ProxyServer:
         self._load_policy()
         log.info("pre-compiled kio readers in %.2fs", prewarm_kio())
         loop = asyncio.get_running_loop()
+        self._start_fd_budget()
         host, port = self.config.listen
         if self._proxy_before_tls:
             sock = listening_socket(host, port)
             self._accept_with_proxy_header(sock, BOOTSTRAP, None)
+            self.bootstrap_address = sock.getsockname()[:2]
+        elif self.security.tls is not None:
+            sock = listening_socket(host, port)
+            self._accept_tls(sock, BOOTSTRAP, None)
             self.bootstrap_address = sock.getsockname()[:2]
         else:
             server = await loop.create_server(
@@ -229,6 +250,72 @@ class ProxyServer:
             self.config.upstream_security_protocol,
         )
         await self.refresh_brokers(raise_errors=False)
+        self._tasks.append(loop.create_task(self._upstream_checker()))
+        self._tasks.append(loop.create_task(self._timeout_sweeper()))
+
+    def _start_fd_budget(self) -> None:
+        """Raise the open-files soft limit to the hard limit, then size the connection
+        budget from it and the descriptors already in use (proxy.fdlimit)."""
+        before, limit = raise_open_files_limit()
+        in_use = open_fd_count()
+        self.fd_budget = connection_budget(limit, in_use)
+        if self.fd_budget:
+            log.info(
+                "open-files limit %d%s (%d in use): room for about %d client connections",
+                limit,
+                f" (raised from {before})" if limit > before else "",
+                in_use,
+                self.fd_budget,
+            )
+
+    async def _upstream_checker(self) -> None:
+        """Ask the cluster for its brokers every upstream_check_interval (sooner after a
+        client found no broker reachable): keeps /readyz true to the cluster's state and
+        learns brokers that joined."""
+        interval = self.config.upstream_check_interval
+        while True:
+            try:
+                await asyncio.wait_for(self._upstream_check_now.wait(), interval)
+            except TimeoutError:
+                pass
+            self._upstream_check_now.clear()
+            try:
+                await asyncio.wait_for(
+                    self.refresh_brokers(raise_errors=False), self.config.connect_timeout * 2
+                )
+            except TimeoutError:
+                self._upstream_failed("the broker check timed out")
+
+    def _upstream_failed(self, why: str) -> None:
+        if self.upstream_reachable:
+            log.warning("upstream cluster unreachable: %s", why)
+        self.upstream_reachable = False
+        self.upstream_error = why
+
+    def upstream_unreachable(self, why: str) -> None:
+        """A client connection found no bootstrap server reachable: not ready until a check
+        reaches the cluster again (started at once)."""
+        self._upstream_failed(why)
+        self._upstream_check_now.set()
+
+    async def _timeout_sweeper(self) -> None:
+        """Close connections that are idle, stuck before authentication, or stuck in the
+        middle of a request (Kafka's connections.max.idle.ms and shorter limits)."""
+        config = self.config
+        limits = (
+            config.connections_max_idle_ms / 1000,
+            config.authentication_timeout_ms / 1000,
+            config.partial_request_timeout_ms / 1000,
+        )
+        tick = min(1.0, max(0.02, min(limits) / 4))
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(tick)
+            now = loop.time()
+            for conn in list(self.connections):
+                conn.check_timeouts(now, *limits)
+            if self._creation_rate is not None and len(self._creation_rate) > 10_000:
+                self._creation_rate.prune()
 
     async def _audit_ticker(self) -> None:
         while True:
@@ -238,6 +325,7 @@ class ProxyServer:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for sock in self._raw_sockets:
             sock.close()
         if self.watcher is not None:
@@ -254,6 +342,7 @@ class ProxyServer:
         if self.health:
             await self.health.close()
         await self.control.close()
+        self.recorder.denial_log.flush()  # the last second's summary line
         if self.audit is not None:
             self.audit.close()
         if self.security.executor is not None:
@@ -305,14 +394,20 @@ class ProxyServer:
         try:
             metadata = await self.control.metadata(())
         except UpstreamUnavailable as exc:
-            log.warning("upstream not reachable yet: %s", exc)
+            if self.upstream_reachable or self.upstream_error == "not contacted yet":
+                log.warning("upstream cluster not reachable: %s", exc)
+            self.upstream_reachable = False
+            self.upstream_error = str(exc)
             if raise_errors:
                 raise
             return
         for broker in metadata.brokers:
             self.directory.learn(broker.node_id, broker.host, broker.port)
             self.directory.advertise(broker.node_id)
-        self.upstream_seen = True
+        if not self.upstream_reachable and self.upstream_error != "not contacted yet":
+            log.info("upstream cluster reachable again (%d brokers)", len(metadata.brokers))
+        self.upstream_reachable = True
+        self.upstream_error = None
 
     async def upstream_candidates(self, node_id: int | None) -> list[tuple[str, int]]:
         """Where a client connection to this listener may go, in the order to try.
@@ -369,6 +464,10 @@ class ProxyServer:
             self._accept_with_proxy_header(sock, listener, node_id)
             self.metrics.broker_listeners.inc()
             return
+        if self.security.tls is not None:
+            self._accept_tls(sock, listener, node_id)
+            self.metrics.broker_listeners.inc()
+            return
 
         async def serve() -> None:
             server = await loop.create_server(
@@ -381,21 +480,62 @@ class ProxyServer:
 
         self._pending_listeners.append(loop.create_task(serve()))
 
-    def connection_opened(self, conn: ClientConnection, address: str | None) -> str | None:
+    def _accept_tls(self, sock: socket.socket, listener: str, node_id: int | None) -> None:
+        """TLS listeners accept their sockets themselves (proxy.tls.serve_tls): a failed or
+        stalled handshake is then counted and logged, where uvloop's TLS server drops it
+        without a word."""
+        from proxy.tls import serve_tls
+
+        def accept_failed(exc: OSError) -> None:
+            self.metrics.errors.labels("fd_limit").inc()
+            self.log_refusal("fd_limit", f"cannot accept a connection on {listener}: {exc!r}")
+
+        task = asyncio.get_running_loop().create_task(
+            serve_tls(
+                sock,
+                lambda: ClientConnection(self, listener, node_id),
+                self.security.ssl_context,
+                handshake_timeout=lambda: self.security.tls_handshake_timeout,
+                on_failed=self.security.tls_handshake_failed,
+                on_accept_error=accept_failed,
+            )
+        )
+        self._tasks.append(task)
+        self._raw_sockets.append(sock)
+
+    def log_refusal(self, key: str, message: str, level: int = logging.WARNING) -> None:
+        self._refusals.log(level, key, "%s", log_safe(message))
+
+    def connection_opened(
+        self, conn: ClientConnection, address: str | None
+    ) -> tuple[str, str] | None:
         """Count a new connection from `address` (its client IP; None: not limited per
-        address); returns why it must be refused, if a connection limit is reached."""
+        address); returns (error kind, why) if a connection limit refuses it."""
         self.connections.add(conn)
         self.metrics.connections.labels(conn.listener_label).inc()
         self.metrics.connections_active.labels(conn.listener_label).inc()
+        if self.fd_budget and len(self.connections) > self.fd_budget:
+            return "fd_limit", (
+                f"out of file descriptors: {self.fd_budget} connections fit in the open-files "
+                "limit (raise `ulimit -n`)"
+            )
         limit = self.config.max_connections
         if limit and len(self.connections) > limit:
-            return f"max_connections ({limit}) reached"
+            return "connection_limit", f"max_connections ({limit}) reached"
+        rate = self._creation_rate
+        if rate is not None and address is not None and not rate.take(address):
+            return "connection_rate", (
+                f"{address} opens connections faster than max_connection_creation_rate "
+                f"({self.config.max_connection_creation_rate:g}/s)"
+            )
         per_ip = self.config.max_connections_per_ip
         if per_ip and address is not None:
             conn.counted_address = address
             count = self._per_address[address] = self._per_address.get(address, 0) + 1
             if count > per_ip:
-                return f"{address} already has max_connections_per_ip ({per_ip}) connections"
+                return "connection_limit", (
+                    f"{address} already has max_connections_per_ip ({per_ip}) connections"
+                )
         return None
 
     def connection_closed(self, conn: ClientConnection) -> None:
@@ -425,7 +565,8 @@ class ProxyServer:
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         details = {
-            "upstream_reachable": self.upstream_seen,
+            "upstream_reachable": self.upstream_reachable,
+            "upstream_error": self.upstream_error,
             "brokers": sorted(self.directory.proxy_ports),
             "connections": len(self.connections),
             "acls_loaded": self.authorizer.ready,
@@ -435,7 +576,7 @@ class ProxyServer:
         }
         if self.watcher is not None:
             details["acl_file_error"] = self.watcher.last_error
-        return self.upstream_seen and self.authorizer.ready, details
+        return self.upstream_reachable and self.authorizer.ready, details
 
     # topic ids ---------------------------------------------------------------------
 
@@ -484,7 +625,9 @@ class ProxyServer:
             try:
                 answer = await self.control.metadata(sorted(names), auto_create=True)
             except Exception as exc:
-                log.warning("auto-creation of %s failed: %r", ", ".join(sorted(names)), exc)
+                log.warning(
+                    "auto-creation of %s failed: %r", log_safe(", ".join(sorted(names))), exc
+                )
                 return
             # a KRaft broker answers 3 (being created) or 5; anything else is a refusal, e.g.
             # 29 when the cluster does not let the proxy's own identity create topics
@@ -496,7 +639,7 @@ class ProxyServer:
             if refused:
                 log.warning("the cluster refused to auto-create: %s", refused)
             else:
-                log.info("asked the cluster to auto-create %s", ", ".join(sorted(names)))
+                log.info("asked the cluster to auto-create %s", log_safe(", ".join(sorted(names))))
 
         self._spawn(create())
 

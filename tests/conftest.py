@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.fixtures.tansu",
     "tests.fixtures.proxy",
     "tests.fixtures.kafka",
+    "tests.fixtures.proxyprocess",
 ]
 
 

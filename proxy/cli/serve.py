@@ -2,7 +2,8 @@
 
 Clients connect to --listen as their bootstrap server. The proxy answers them with its own
 address for every broker: each upstream broker id gets a proxy port (fixed with --node-port,
-or taken from --broker-ports as brokers appear), so clients never see a real broker address.
+or FIRST+id from --broker-ports, the same on every instance), so clients never see a real
+broker address.
 
 example:
   aclgate serve --upstream kafka-1:9092 --upstream kafka-2:9092 \\

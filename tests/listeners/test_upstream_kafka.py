@@ -12,7 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from kio.schema.errors import ErrorCode
 
 from proxy.usersfile import add_user
-from tests.fixtures.rawclient import RawClient
+from tests.fixtures.rawclient import RawClient, request_entity
 from tests.listeners.util import (
     acl,
     confluent_errors,
@@ -122,8 +122,8 @@ def test_clients_and_proxy_authenticate_separately(
 def test_upstream_refusing_the_proxys_credentials(
     kafka_secure, proxy_factory, proxy_users, tmp_path, caplog
 ):
-    """A wrong service password: clients authenticate, then are closed (no upstream); the
-    log says why, without the password."""
+    """A wrong service password: clients authenticate, then are closed when their first
+    request needs the upstream connection; the log says why, without the password."""
     proxy = proxy_factory(
         kafka_secure.listener("SASL_SSL").bootstrap,
         **upstream_settings(kafka_secure, "SASL_SSL", tmp_path, password="not-the-password"),
@@ -134,6 +134,7 @@ def test_upstream_refusing_the_proxys_credentials(
     with RawClient(proxy.bootstrap, timeout=30) as raw:
         answer = sasl_login(raw, "SCRAM-SHA-512", "alice", proxy_password("alice"))
         assert answer.error_code == ErrorCode.none
+        raw.send(request_entity(3, 1, topics=None))  # Metadata: opens the upstream connection
         assert raw.is_closed_by_peer(timeout=30)
     assert "cluster refused the proxy's credentials" in caplog.text
     assert "not-the-password" not in caplog.text
