@@ -125,11 +125,11 @@ def test_unknown_key_ids_trigger_one_rate_limited_fetch(tansu, proxy_factory, id
 
 
 def test_a_login_waiting_for_the_jwks_blocks_nobody(tansu, proxy_factory, idp):
-    """The IdP takes 1.5 s to answer: the login with the new key id waits for it (and then
+    """The IdP takes 2 s to answer: the login with the new key id waits for it (and then
     succeeds), while a login with a known key is answered at once meanwhile."""
     proxy = proxy_factory(tansu.bootstrap, **oauth_listener(idp))
     idp.rotate("k2")
-    idp.jwks_delay = 1.5
+    idp.jwks_delay = 2.0
     waiting: dict[str, float] = {}
 
     def slow_login() -> None:
@@ -145,8 +145,8 @@ def test_a_login_waiting_for_the_jwks_blocks_nobody(tansu, proxy_factory, idp):
     fast = time.monotonic() - started
     assert "code" not in waiting, "the waiting login was decided before the JWKS came"
     thread.join(10)
-    assert waiting["code"] == 0 and waiting["took"] >= 1.4, waiting
-    assert fast < 0.5, f"a login with a known key took {fast:.2f} s during the fetch"
+    assert waiting["code"] == 0 and waiting["took"] >= 1.9, waiting
+    assert fast < 1.0, f"a login with a known key took {fast:.2f} s during the fetch"
 
 
 def test_idp_down_keeps_the_last_keys(tansu, proxy_factory, idp, caplog):
@@ -174,16 +174,18 @@ def test_idp_down_keeps_the_last_keys(tansu, proxy_factory, idp, caplog):
     assert any("keeping the 1 key(s)" in r.getMessage() for r in caplog.records)
 
     idp.rotate("k2")
-    before = proxy.metric(
-        "aclgate_jwks_refreshes_total", {"result": "failure", "trigger": "unknown_kid"}
-    )
-    assert login(proxy, idp.sign("alice", kid="k2")) == 58
-    assert (
-        proxy.metric(
-            "aclgate_jwks_refreshes_total", {"result": "failure", "trigger": "unknown_kid"}
+
+    def failed_fetches() -> float:
+        return sum(
+            proxy.metric("aclgate_jwks_refreshes_total", {"result": "failure", "trigger": t})
+            for t in ("start", "scheduled", "retry", "unknown_kid")
         )
-        == before + 1
-    )
+
+    # the login waits for a fetch (its own, or a retry already under way: then it joins it),
+    # which fails, and is refused with the keys there are
+    before = failed_fetches()
+    assert login(proxy, idp.sign("alice", kid="k2")) == 58
+    assert failed_fetches() >= before + 1
 
     idp.jwks_status = 200
     wait_until(lambda: proxy.metric("aclgate_jwks_keys") == 2, timeout=10)
