@@ -43,6 +43,7 @@ from protocol.sasl import (
     reauthentication_principal_error,
     session_lifetime_ms,
 )
+from protocol.sasl.pending import SaslPending
 from protocol.session import ProxySession
 from protocol.versions import api_name, response_class
 
@@ -297,12 +298,16 @@ def _evaluate(
     def run() -> Any:
         try:
             return server.evaluate(token)
-        except SaslException as exc:
+        except (SaslException, SaslPending) as exc:
             return exc
 
     runner = state.config.run_blocking
     if runner is None or state.mechanism not in state.config.slow_mechanisms:
-        done(run())
+        result = run()
+        if isinstance(result, SaslPending):  # OAUTHBEARER: its key set is being fetched again
+            _wait(session, result, lambda: _evaluate(session, state, token, done))
+            return
+        done(result)
         return
 
     def finished(result: Any) -> None:
@@ -327,6 +332,20 @@ def _evaluate(
             "sasl_busy",
         ),
     )
+
+
+def _wait(session: ProxySession, pending: SaslPending, again: Callable[[], None]) -> None:
+    """Park the exchange until the IO layer has what the mechanism waits for (proxy/jwks.py
+    calls back when its fetch ends, whatever its outcome), then evaluate the same token again:
+    the event loop never blocks, and no more of this client's requests are read meanwhile."""
+    session.stall()
+
+    def ready() -> None:
+        if not session.closed:
+            again()
+        session.resume()
+
+    pending.subscribe(ready)
 
 
 def _authenticate_done(

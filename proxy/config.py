@@ -364,6 +364,44 @@ class ProxyConfig:
     sasl_oauthbearer_jwks_file: Path | None = _setting(
         parse=Path, metavar="PATH", help="JWKS (JSON) with the keys that sign OAUTHBEARER tokens"
     )
+    sasl_oauthbearer_jwks_endpoint_url: str | None = _setting(
+        metavar="URL",
+        help="https:// URL of the identity provider's JWKS (Kafka's "
+        "sasl.oauthbearer.jwks.endpoint.url): fetched at start, refreshed on a schedule and when "
+        "a token names an unknown key id; the last good keys stay when it is down",
+    )
+    sasl_oauthbearer_oidc_discovery_url: str | None = _setting(
+        metavar="URL",
+        help="https:// URL of an OpenID Connect discovery document "
+        "(.../.well-known/openid-configuration): its jwks_uri is the JWKS endpoint",
+    )
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = _setting(
+        3_600_000,
+        parse=int,
+        metavar="MS",
+        help="fetch the JWKS this often (Kafka's sasl.oauthbearer.jwks.endpoint.refresh.ms; "
+        "default 3600000)",
+    )
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: int = _setting(
+        100,
+        parse=int,
+        metavar="MS",
+        help="first wait before fetching the JWKS again after a failure, doubling each time "
+        "(Kafka's sasl.oauthbearer.jwks.endpoint.retry.backoff.ms; default 100)",
+    )
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = _setting(
+        10_000,
+        parse=int,
+        metavar="MS",
+        help="longest wait between JWKS fetch retries, how long the first fetch is retried at "
+        "start, and the least time between two fetches for tokens with unknown key ids "
+        "(Kafka's sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms; default 10000)",
+    )
+    sasl_oauthbearer_ssl_cafile: Path | None = _setting(
+        parse=Path,
+        metavar="PEM",
+        help="CAs to verify the JWKS and discovery endpoints' certificates (default: system CAs)",
+    )
     sasl_oauthbearer_expected_audience: list[str] = _setting(
         multiple=True, metavar="AUD", help="accept tokens for this audience (repeatable)"
     )
@@ -406,8 +444,37 @@ class ProxyConfig:
     )
     upstream_sasl_mechanism: str = _setting(
         "SCRAM-SHA-512",
-        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
-        help="the proxy's own SASL mechanism towards the cluster (default SCRAM-SHA-512)",
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
+        help="the proxy's own SASL mechanism towards the cluster (default SCRAM-SHA-512; "
+        "OAUTHBEARER: a token from --upstream-sasl-oauthbearer-token-endpoint-url)",
+    )
+    upstream_sasl_oauthbearer_token_endpoint_url: str | None = _setting(
+        metavar="URL",
+        help="https:// OAuth token endpoint for the proxy's own OAUTHBEARER login (client "
+        "credentials grant; Kafka's sasl.oauthbearer.token.endpoint.url)",
+    )
+    upstream_sasl_oauthbearer_client_id: str | None = _setting(
+        metavar="ID", help="the proxy's OAuth client id at the token endpoint"
+    )
+    upstream_sasl_oauthbearer_client_secret_file: Path | None = _setting(
+        parse=Path,
+        metavar="PATH",
+        help="file holding the proxy's OAuth client secret (first line); re-read when it changes",
+    )
+    upstream_sasl_oauthbearer_scope: str | None = _setting(
+        metavar="SCOPE", help="scope to ask the token endpoint for (default: none)"
+    )
+    upstream_sasl_oauthbearer_ssl_cafile: Path | None = _setting(
+        parse=Path,
+        metavar="PEM",
+        help="CAs to verify the token endpoint's certificate (default: system CAs)",
+    )
+    upstream_sasl_login_refresh_window_factor: float = _setting(
+        0.8,
+        parse=float,
+        metavar="F",
+        help="fetch a new token once this fraction of the current one's lifetime has passed "
+        "(Kafka's sasl.login.refresh.window.factor; default 0.8)",
     )
     upstream_sasl_username: str | None = _setting(
         metavar="NAME", help="the proxy's own user on the cluster"
@@ -526,11 +593,16 @@ class ProxyConfig:
                 raise ConfigError(
                     "sasl_mechanisms PLAIN/SCRAM need --users-file (create it with `aclgate users add`)"
                 )
-            if "OAUTHBEARER" in mechanisms and not self.sasl_oauthbearer_jwks_file:
-                raise ConfigError("OAUTHBEARER needs --sasl-oauthbearer-jwks-file")
+            if "OAUTHBEARER" in mechanisms:
+                self._validate_oauthbearer_keys()
         if self.proxy_protocol and not self.proxy_protocol_trusted:
             raise ConfigError("proxy_protocol needs at least one --proxy-protocol-trusted CIDR")
-        if self.upstream_security_protocol.startswith("SASL") and not (
+        if (
+            self.upstream_security_protocol.startswith("SASL")
+            and self.upstream_sasl_mechanism == "OAUTHBEARER"
+        ):
+            self._validate_upstream_oauthbearer()
+        elif self.upstream_security_protocol.startswith("SASL") and not (
             self.upstream_sasl_username and self.upstream_sasl_password_file
         ):
             raise ConfigError(
@@ -546,10 +618,74 @@ class ProxyConfig:
             "upstream_ssl_cafile",
             "upstream_ssl_certfile",
             "upstream_ssl_keyfile",
+            "sasl_oauthbearer_ssl_cafile",
+            "upstream_sasl_oauthbearer_client_secret_file",
+            "upstream_sasl_oauthbearer_ssl_cafile",
         ):
             path = getattr(self, name)
             if path is not None and not Path(path).exists():
                 raise ConfigError(f"{name}: {path} does not exist")
+
+    def _validate_oauthbearer_keys(self) -> None:
+        """OAUTHBEARER on the listener: exactly one source of verification keys."""
+        from proxy.httpclient import check_https_url
+
+        sources = [
+            name
+            for name in (
+                "sasl_oauthbearer_jwks_file",
+                "sasl_oauthbearer_jwks_endpoint_url",
+                "sasl_oauthbearer_oidc_discovery_url",
+            )
+            if getattr(self, name)
+        ]
+        if len(sources) != 1:
+            raise ConfigError(
+                "OAUTHBEARER needs one of --sasl-oauthbearer-jwks-file, "
+                "--sasl-oauthbearer-jwks-endpoint-url, --sasl-oauthbearer-oidc-discovery-url"
+                + (f" (got {', '.join(sources)})" if sources else "")
+            )
+        for name in ("sasl_oauthbearer_jwks_endpoint_url", "sasl_oauthbearer_oidc_discovery_url"):
+            if getattr(self, name):
+                try:
+                    check_https_url(getattr(self, name), name)
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from None
+        for name in (
+            "sasl_oauthbearer_jwks_endpoint_refresh_ms",
+            "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms",
+            "sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms",
+        ):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive")
+
+    def _validate_upstream_oauthbearer(self) -> None:
+        """The proxy's own OAUTHBEARER login: a token endpoint and client credentials."""
+        from proxy.httpclient import check_https_url
+
+        if not (
+            self.upstream_sasl_oauthbearer_token_endpoint_url
+            and self.upstream_sasl_oauthbearer_client_id
+            and self.upstream_sasl_oauthbearer_client_secret_file
+        ):
+            raise ConfigError(
+                "upstream_sasl_mechanism OAUTHBEARER needs "
+                "--upstream-sasl-oauthbearer-token-endpoint-url, "
+                "--upstream-sasl-oauthbearer-client-id and "
+                "--upstream-sasl-oauthbearer-client-secret-file"
+            )
+        try:
+            check_https_url(
+                self.upstream_sasl_oauthbearer_token_endpoint_url,
+                "upstream_sasl_oauthbearer_token_endpoint_url",
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if not 0.5 <= self.upstream_sasl_login_refresh_window_factor <= 1.0:
+            raise ConfigError(
+                "upstream_sasl_login_refresh_window_factor must be between 0.5 and 1.0 "
+                "(as Kafka's sasl.login.refresh.window.factor)"
+            )
 
 
 def _settings() -> list[dataclasses.Field]:

@@ -21,19 +21,28 @@ from prometheus_client import Counter
 
 from protocol.principal import SslPrincipalMapper
 from protocol.proxyproto import parse_trusted_cidrs
-from protocol.sasl import Jwks, JwtValidator, create_server
-from protocol.sasl.client import SaslClient, create_client
+from protocol.sasl import JwtValidator, create_server
 from proxy.authpool import FairHashPool
 from proxy.config import ConfigError, ProxyConfig
+from proxy.jwks import build_oauth_validator
 from proxy.ratelimit import RateLimitedLog
 from proxy.tls import (
     HANDSHAKE_TIMEOUT,
     ReloadingTlsContext,
     TlsConfigError,
-    build_client_context,
     describe_handshake_error,
 )
+from proxy.upstreamsecurity import UpstreamSecurity, build_upstream_security
 from proxy.usersfile import Users, UsersFileError, load_users
+
+# UpstreamSecurity and build_upstream_security live in proxy/upstreamsecurity.py (they reload
+# their files); imported here for the callers that know them from this module
+__all__ = [
+    "ListenerSecurity",
+    "UpstreamSecurity",
+    "build_listener_security",
+    "build_upstream_security",
+]
 
 log = logging.getLogger("aclgate.security")
 
@@ -231,13 +240,8 @@ def build_listener_security(config: ProxyConfig, metrics: Any = None) -> Listene
         )
         oauth = None
         if protocol.startswith("SASL") and "OAUTHBEARER" in config.sasl_mechanism_list:
-            oauth = JwtValidator(
-                Jwks.from_json(Path(config.sasl_oauthbearer_jwks_file).read_text()),
-                expected_audiences=config.sasl_oauthbearer_expected_audience or None,
-                expected_issuer=config.sasl_oauthbearer_expected_issuer,
-                clock_skew_seconds=config.sasl_oauthbearer_clock_skew_seconds,
-                principal_claim=config.sasl_oauthbearer_sub_claim_name,
-            )
+            # a JWKS file, or a JWKS / OIDC discovery URL fetched at start (proxy/jwks.py)
+            oauth = build_oauth_validator(config, metrics)
         trusted = (
             parse_trusted_cidrs(config.proxy_protocol_trusted) if config.proxy_protocol else ()
         )
@@ -256,39 +260,4 @@ def build_listener_security(config: ProxyConfig, metrics: Any = None) -> Listene
         pool=FairHashPool() if users else None,
         metrics=AuthMetrics(metrics),
         principals=PrincipalLimit(config.max_connections_per_principal),
-    )
-
-
-@dataclass
-class UpstreamSecurity:
-    protocol: str
-    ssl_context: ssl.SSLContext | None
-    mechanism: str | None
-    username: str | None
-    password: str | None
-
-    def sasl_client(self) -> SaslClient | None:
-        if not self.protocol.startswith("SASL"):
-            return None
-        return create_client(self.mechanism, self.username, self.password)
-
-
-def build_upstream_security(config: ProxyConfig) -> UpstreamSecurity:
-    protocol = config.upstream_security_protocol
-    try:
-        ctx = None
-        if protocol in ("SSL", "SASL_SSL"):
-            ctx = build_client_context(
-                config.upstream_ssl_cafile,
-                config.upstream_ssl_certfile,
-                config.upstream_ssl_keyfile,
-                check_hostname=config.upstream_ssl_check_hostname,
-            )
-        password = None
-        if protocol.startswith("SASL"):
-            password = Path(config.upstream_sasl_password_file).read_text().splitlines()[0]
-    except (TlsConfigError, OSError, IndexError) as exc:
-        raise ConfigError(f"upstream security: {exc}") from exc
-    return UpstreamSecurity(
-        protocol, ctx, config.upstream_sasl_mechanism, config.upstream_sasl_username, password
     )

@@ -26,6 +26,7 @@ from proxy.decisions import DecisionRecorder
 from proxy.directory import NodeDirectory
 from proxy.fdlimit import connection_budget, open_fd_count, raise_open_files_limit
 from proxy.http import HealthServer
+from proxy.jwks import start_jwks
 from proxy.logs import log_safe
 from proxy.metrics import ProxyMetrics, StateCollector
 from proxy.ratelimit import RateLimitedLog, TokenBuckets
@@ -199,6 +200,8 @@ class ProxyServer:
 
     async def start(self) -> None:
         self._load_policy()
+        # OAUTHBEARER keys from a JWKS URL: fetched before the first client, then kept fresh
+        self._tasks.extend(await start_jwks(self.security.oauth))  # proxy/jwks.py
         log.info("pre-compiled kio readers in %.2fs", prewarm_kio())
         loop = asyncio.get_running_loop()
         self._start_fd_budget()
