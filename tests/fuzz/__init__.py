@@ -1,0 +1,1 @@
+"""TCP-level fuzzing of the running proxy (docs/fuzzing.md)."""
