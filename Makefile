@@ -33,6 +33,11 @@ test: $(TEST_STAMP) kafka-jars  ## install everything and run the whole test sui
 test-faults: $(TEST_STAMP) kafka-jars  ## every fault run (3-node Kafka, ~5 min); writes bench/results/faults.md
 	FAULTS_RESULTS=bench/results/faults.md $(VENV)/bin/pytest tests/faults $(PYTEST_ARGS)
 
+.PHONY: fuzz
+fuzz: $(TEST_STAMP)  ## long TCP-level fuzz run: FUZZ_CASES (200000), FUZZ_SEED (fresh), FUZZ_CASE (docs/fuzzing.md)
+	FUZZ_CASES=$(or $(FUZZ_CASES),200000) FUZZ_SEED=$(or $(FUZZ_SEED),$(shell date +%s)) \
+		$(VENV)/bin/pytest tests/fuzz/test_tcp_fuzz.py -s $(PYTEST_ARGS)
+
 lint: $(TEST_STAMP)  ## ruff format check + lint
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
