@@ -20,6 +20,7 @@ from protocol.addresses import (
     rewrite_node_endpoints,
 )
 from protocol.apiversions import trim_api_versions
+from protocol.effects import DroppedApiKeys
 from protocol.framing import Frame
 from protocol.header import MalformedRequest, RequestHeader
 from protocol.session import ProxySession, ResponseRewriter, Slot
@@ -83,15 +84,10 @@ def allowed_versions(
 def _trim_api_versions(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
     dropped: set[int] = set()
     out = trim_api_versions(
-        frame,
-        slot.api_version,
-        session.allowed_versions,
-        dropped,
-        session.config.extras.get("own_api_versions"),
+        frame, slot.api_version, session.allowed_versions, dropped, session.config.own_api_versions
     )
-    hook = session.config.extras.get("on_dropped_api_keys")
-    if hook is not None and dropped:
-        hook(dropped)
+    if dropped:
+        session.notify(DroppedApiKeys(frozenset(dropped)))
     return out
 
 

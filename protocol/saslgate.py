@@ -33,6 +33,14 @@ from kio.static.primitive import i64Timedelta
 
 from protocol.apiversions import local_api_versions_response
 from protocol.codec import decode_request, encode_response
+from protocol.effects import (
+    BUSY,
+    Authenticated,
+    AuthenticationResult,
+    AwaitSignal,
+    RunBlocking,
+    Sleep,
+)
 from protocol.enforce.build import build
 from protocol.framing import DEFAULT_MAX_PRE_AUTH_FRAME, Frame
 from protocol.header import RequestHeader
@@ -62,27 +70,17 @@ class SaslListenerConfig:
     clock_ms: Callable[[], int]
     #: Kafka's connections.max.reauth.ms (0 = sessions never expire)
     max_reauth_ms: int = 0
-    #: mechanisms whose evaluate() is slow (PLAIN's scrypt): run off the event loop
+    #: mechanisms whose evaluate() is slow (PLAIN's scrypt): run off the event loop (the
+    #: RunBlocking effect)
     slow_mechanisms: frozenset[str] = frozenset({"PLAIN"})
-    #: (function, done(result_or_exception), source address) -> accepted: run function in a
-    #: worker (proxy/authpool.py); False when the workers' queues are full
-    run_blocking: Callable[[Callable[[], Any], Callable[[Any], None], str | None], bool] | None = (
-        None
-    )
     #: Kafka's connection.failed.authentication.delay.ms: a refused exchange's answer (and
-    #: the close) wait this long
+    #: the close) wait this long (the Sleep effect)
     failure_delay_ms: int = 0
-    #: (seconds, callback): the IO layer's timer for that delay (None: no delay)
-    call_later: Callable[[float, Callable[[], None]], Any] | None = None
-    #: (session, mechanism, succeeded): counts authentications (metrics)
-    on_result: Callable[[ProxySession, str, bool], None] = lambda session, mechanism, ok: None
     #: (session, "User:name") -> why the connection is refused (a per-principal connection
-    #: limit) or None; asked once, before the first success is answered
+    #: limit) or None; a query, asked once before the first success is answered
     admit: Callable[[ProxySession, str], str | None] = lambda session, principal: None
     #: api_key -> (min, max) to announce before authentication
     pre_auth_versions: Callable[[], Mapping[int, tuple[int, int]]] = dict
-    #: called once with the principal when the first authentication succeeds
-    on_authenticated: Callable[[ProxySession, str], None] = lambda session, principal: None
     #: the handlers and versions to install once authenticated
     handlers_after: Mapping[int, Any] = field(default_factory=dict)
     versions_after: Mapping[int, tuple[int, int]] = field(default_factory=dict)
@@ -166,16 +164,11 @@ def _later(session: ProxySession, state: SaslState, action: Callable[[], None]) 
     """Run `action` after connection.failed.authentication.delay.ms, reading no more requests
     meanwhile: Kafka holds a refused exchange's answer that long (it slows guessing down)."""
     session.stop_accepting()
-
-    def fire() -> None:
-        if not session.closed:
-            action()
-
-    delay, timer = state.config.failure_delay_ms, state.config.call_later
-    if delay > 0 and timer is not None:
-        timer(delay / 1000, fire)
+    delay = state.config.failure_delay_ms
+    if delay > 0:
+        session.wait(Sleep(delay / 1000), lambda _: action())  # not resumed once closed
     else:
-        fire()
+        action()
 
 
 def _refuse_later(
@@ -190,14 +183,16 @@ def _refuse_later(
 ) -> None:
     """Answer `code` after the delay, then close. `failed`: bad credentials (the close is
     counted as authentication_failed)."""
-    slot = session.placeholder(header)  # keeps its place behind answers still owed
     body = _encoded(header, code, **fields)
 
     def send() -> None:
         if failed:
             session.auth_failed = True  # before the close, which may happen at once
-        session.complete(slot, body)
-        session.close_after_flush(reason)
+        # last in the response order: nothing after this request was read (stop_accepting)
+        session.respond(header, body)
+        # bad credentials are counted as authentication_failed (auth_failed); any other
+        # refused exchange is a SASL-state error, as Kafka counts it a failed authentication
+        session.close_after_flush(reason, None if failed else "sasl_state")
 
     _later(session, state, send)
 
@@ -243,7 +238,9 @@ def _authenticate(session: ProxySession, header: RequestHeader, frame: Frame) ->
             ErrorCode.illegal_sasl_state,
             error_message="SaslAuthenticate without a SaslHandshake",
         )
-        session.close_after_flush("SaslAuthenticate out of order (ILLEGAL_SASL_STATE)")
+        session.close_after_flush(
+            "SaslAuthenticate out of order (ILLEGAL_SASL_STATE)", "sasl_state"
+        )
         return
     if _too_large(session, state, frame):
         return
@@ -292,7 +289,9 @@ def _raw_token(session: ProxySession, frame: Frame) -> None:
 def _evaluate(
     session: ProxySession, state: SaslState, token: bytes, done: Callable[[Any], None]
 ) -> None:
-    """Run the mechanism; slow ones in a worker thread with the connection parked meanwhile."""
+    """Run the mechanism; slow ones off the event loop (RunBlocking), and an OAUTHBEARER
+    token whose key set is being fetched again once the fetch ends (AwaitSignal). Further
+    requests of the connection wait meanwhile."""
     server = state.server
 
     def run() -> Any:
@@ -301,51 +300,36 @@ def _evaluate(
         except (SaslException, SaslPending) as exc:
             return exc
 
-    runner = state.config.run_blocking
-    if runner is None or state.mechanism not in state.config.slow_mechanisms:
+    if state.mechanism not in state.config.slow_mechanisms:
         result = run()
         if isinstance(result, SaslPending):  # OAUTHBEARER: its key set is being fetched again
-            _wait(session, result, lambda: _evaluate(session, state, token, done))
+            session.wait(
+                AwaitSignal(result.subscribe), lambda _: _evaluate(session, state, token, done)
+            )
             return
         done(result)
         return
 
     def finished(result: Any) -> None:
-        if isinstance(result, BaseException) and not isinstance(result, SaslException):
+        if result is BUSY:
+            # The workers' queues are full (proxy/authpool.py): drop the connection, after the
+            # delay so that a flood does not turn into a reconnect loop; a client retries as
+            # after any network error, and nothing about the credentials was checked or said.
+            _later(
+                session,
+                state,
+                lambda: session.fail(
+                    f"SASL {state.mechanism} authentication not attempted: too many "
+                    "authentications waiting for a password-hashing worker",
+                    "sasl_busy",
+                ),
+            )
+        elif isinstance(result, BaseException) and not isinstance(result, SaslException):
             session.internal_error(f"SASL {state.mechanism} exchange", result)
-        elif not session.closed:
+        else:
             done(result)
-        session.resume()
 
-    if runner(run, finished, getattr(session.context, "host", None)):
-        session.stall()
-        return
-    # The workers' queues are full (proxy/authpool.py): drop the connection, after the delay
-    # so that a flood does not turn into a reconnect loop; a client retries as after any
-    # network error, and nothing about the credentials was checked or said.
-    _later(
-        session,
-        state,
-        lambda: session.fail(
-            f"SASL {state.mechanism} authentication not attempted: too many authentications "
-            "waiting for a password-hashing worker",
-            "sasl_busy",
-        ),
-    )
-
-
-def _wait(session: ProxySession, pending: SaslPending, again: Callable[[], None]) -> None:
-    """Park the exchange until the IO layer has what the mechanism waits for (proxy/jwks.py
-    calls back when its fetch ends, whatever its outcome), then evaluate the same token again:
-    the event loop never blocks, and no more of this client's requests are read meanwhile."""
-    session.stall()
-
-    def ready() -> None:
-        if not session.closed:
-            again()
-        session.resume()
-
-    pending.subscribe(ready)
+    session.wait(RunBlocking(run, getattr(session.context, "host", None)), finished)
 
 
 def _authenticate_done(
@@ -379,7 +363,7 @@ def _authenticate_done(
 def _refuse(session: ProxySession, header: RequestHeader, state: SaslState, message: str) -> None:
     """Bad credentials: SASL_AUTHENTICATION_FAILED with Kafka's message after the delay, then
     the close."""
-    state.config.on_result(session, state.mechanism, False)
+    session.notify(AuthenticationResult(state.mechanism or "", False))
     _refuse_later(
         session,
         header,
@@ -397,7 +381,6 @@ def _refuse_connection(
 ) -> None:
     """Good credentials, but the principal has its connections already: Kafka has no such
     limit, so the client is told in the words clients show for authentication errors."""
-    slot = session.placeholder(header)
     body = _encoded(
         header,
         ErrorCode.sasl_authentication_failed,
@@ -406,7 +389,8 @@ def _refuse_connection(
     )
 
     def send() -> None:
-        session.complete(slot, body)  # nothing is owed before it: written at once
+        session.respond(header, body)  # nothing is owed before it: written at once
+        session.flush()
         session.fail(reason, "connection_limit")
 
     _later(session, state, send)
@@ -428,16 +412,18 @@ def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> No
     first = state.principal is None
     state.principal = state.server.authorization_id
     state.expires_at_ms = state.config.clock_ms() + lifetime if lifetime else None
-    state.config.on_result(session, state.mechanism, True)
+    session.notify(AuthenticationResult(state.mechanism or "", True))
     if first:
         session.set_max_frame(session.config.max_frame)
         session.set_handlers(state.config.handlers_after, state.config.versions_after)
-        state.config.on_authenticated(session, state.principal)
+        # who the connection is from now on: every check after this uses it
+        session.context.principal = f"User:{state.principal}"
+        session.notify(Authenticated(f"User:{state.principal}"))
 
 
 def _fail_later(session: ProxySession, state: SaslState, message: str) -> None:
     """Bad credentials without an answer to give (the v0 flow): close after the delay."""
-    state.config.on_result(session, state.mechanism, False)
+    session.notify(AuthenticationResult(state.mechanism or "", False))
 
     def close() -> None:
         session.auth_failed = True

@@ -14,11 +14,16 @@ back `SessionIO` to write, close and pause. Its jobs:
   client's reads are paused until responses drain;
 * bound the answers owed to a client that does not read them: while the IO layer reports the
   client's write buffer full (`client_writable(False)`), further frames wait in the backlog
-  too, so answers the proxy makes itself (ApiVersions before SASL, denials) cannot pile up.
+  too, so answers the proxy makes itself (ApiVersions before SASL, denials) cannot pile up;
+* let a request wait for the IO layer (protocol/effects.py): `wait(effect, then)` hands a
+  typed effect to `SessionIO.perform(token, effect)` and holds the requests behind it; the IO
+  layer answers `resume(token, result)` and `then(result)` continues with the request's own
+  state. `answer_later` does the same for an answer whose place in the order is already kept.
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 import traceback
 from collections import deque
@@ -26,7 +31,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from protocol.addresses import AnswerCache, BrokerArrayCache, BrokerDirectory
 from protocol.codec import MalformedResponse
+from protocol.effects import NO_RESUME, Effect, Notification, Wait
 from protocol.framing import DEFAULT_MAX_FRAME, Frame, FrameSplitter, FrameTooLarge
 from protocol.header import MalformedRequest, RequestHeader, UnknownApi, parse_request_header
 
@@ -55,6 +62,11 @@ class SessionIO(Protocol):
     def pause_client_reading(self) -> None: ...
 
     def resume_client_reading(self) -> None: ...
+
+    def perform(self, token: int, effect: Effect) -> None:
+        """Carry out `effect` (protocol/effects.py); for a wait, call
+        `session.resume(token, result)` when done (now or later, on the session's thread).
+        Notifications come with token NO_RESUME (0) and are never resumed."""
 
 
 class SessionObserver(Protocol):
@@ -86,6 +98,7 @@ class Slot:
         "api_key",
         "api_version",
         "close_after",
+        "close_kind",
         "correlation_id",
         "data",
         "done",
@@ -110,6 +123,8 @@ class Slot:
         self.data: bytes | memoryview | None = None
         self.done = False
         self.close_after: str | None = None
+        #: the problem that close is counted as (None: a deliberate close)
+        self.close_kind: str | None = None
 
 
 @dataclass
@@ -120,26 +135,18 @@ class SessionConfig:
     #: api_key -> (min, max) request versions this proxy accepts
     allowed_versions: Mapping[int, tuple[int, int]]
     #: maps upstream node ids to the proxy's addresses for them (address rewriting)
-    directory: Any = None
-    #: rewritten Metadata brokers arrays of this proxy's cluster (protocol.addresses)
-    broker_arrays: Any = None
-    #: whole rewritten answers by the broker's bytes (protocol.addresses.AnswerCache)
-    answers: Any = None
+    directory: BrokerDirectory | None = None
+    #: rewritten Metadata brokers arrays of this proxy's cluster
+    broker_arrays: BrokerArrayCache = field(default_factory=BrokerArrayCache)
+    #: whole rewritten answers by the broker's bytes
+    answers: AnswerCache = field(default_factory=AnswerCache)
     max_frame: int = DEFAULT_MAX_FRAME
     max_in_flight: int = 1000
     #: called with (header) for an ApiVersions request newer than the proxy can parse
     unsupported_api_versions: Callable[[int], bytes] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.broker_arrays is None:
-            from protocol.addresses import BrokerArrayCache
-
-            self.broker_arrays = BrokerArrayCache()
-        if self.answers is None:
-            from protocol.addresses import AnswerCache
-
-            self.answers = AnswerCache()
+    #: APIs the listener serves itself whatever the cluster announces (SASL), added to the
+    #: ApiVersions answers the cluster gives
+    own_api_versions: Mapping[int, tuple[int, int]] | None = None
 
 
 class ProxySession:
@@ -172,6 +179,10 @@ class ProxySession:
         #: set when the connection closes because authentication failed (closed after a delay)
         self.auth_failed = False
         self._splitter = FrameSplitter(config.max_frame)
+        #: token -> what continues a request waiting for an effect, and whether it holds
+        #: the requests behind it
+        self._waiting: dict[int, tuple[Callable[[Any], None], bool]] = {}
+        self._tokens = itertools.count(1)
         self._fifo: deque[Slot] = deque()  # client order
         self._awaiting: deque[Slot] = deque()  # sent upstream, response not yet started
         self._backlog: deque[Frame] = deque()
@@ -391,16 +402,22 @@ class ProxySession:
         self.observer.response(header.api_key, len(response), True)
         self._fill(slot, response)
 
+    def flush(self) -> None:
+        """Write what is ready now (before a `fail`, which writes nothing more)."""
+        self._flush()
+
     def stop_accepting(self) -> None:
         """Shutting down: read no more requests and drop the ones not yet sent (the client
         sends them again elsewhere); what is in flight is still answered."""
         self.closing = True
         self._backlog.clear()
 
-    def close_after_flush(self, reason: str) -> None:
-        """Write every response ahead of this point, then close (Produce acks=0 denial)."""
+    def close_after_flush(self, reason: str, kind: str | None = None) -> None:
+        """Write every response ahead of this point, then close (Produce acks=0 denial, a
+        refused SASL exchange). `kind` names a problem, as in `SessionIO.close`."""
         slot = Slot(-1, -1, -1)
         slot.close_after = reason
+        slot.close_kind = kind
         slot.done = True
         self._fifo.append(slot)
         self._backlog.clear()
@@ -408,29 +425,65 @@ class ProxySession:
         if self._fifo[0] is slot:  # nothing ahead of it (e.g. a local answer): close now
             self._collect()
 
-    def placeholder(self, header: RequestHeader) -> Slot:
-        """A slot to be filled later with `complete` (e.g. after an async lookup)."""
+    # ------------------------------------------------------------- waiting for the IO layer
+
+    def wait(self, effect: Wait, then: Callable[[Any], None], hold: bool = True) -> None:
+        """Ask the IO layer for `effect`; `then(result)` continues once it resumes. With
+        `hold`, the requests behind this one wait in the backlog meanwhile (their answers
+        must not overtake this one's, nor their effects happen first)."""
+        token = next(self._tokens)
+        self._waiting[token] = (then, hold)
+        if hold:
+            self._stalls += 1
+        self.io.perform(token, effect)
+
+    def answer_later(
+        self, header: RequestHeader, effect: Wait, build: Callable[[Any], bytes]
+    ) -> None:
+        """Keep this request's place in the response order and go on with the next
+        requests; once `effect` is resumed, `build(result)` makes the framed answer."""
         slot = Slot(header.correlation_id, header.api_key, header.api_version)
         self._fifo.append(slot)
-        return slot
 
-    def complete(self, slot: Slot, response: bytes) -> None:
-        self.observer.response(slot.api_key, len(response), True)
-        self._fill(slot, response)
+        def fill(result: Any) -> None:
+            response = build(result)
+            self.observer.response(slot.api_key, len(response), True)
+            self._fill(slot, response)
+
+        self.wait(effect, fill, hold=False)
+
+    def notify(self, effect: Notification) -> None:
+        """Tell the IO layer something; nothing is resumed."""
+        self.io.perform(NO_RESUME, effect)
+
+    def resume(self, token: int, result: Any = None) -> None:
+        """The IO layer's answer to `perform(token, effect)`."""
+        waiting = self._waiting.pop(token, None)
+        if waiting is None:
+            return  # resumed twice, or after the connection closed: nothing to continue
+        then, held = waiting
+        if not self.closed:
+            try:
+                then(result)
+            except Exception as exc:  # a bug of ours: fail closed rather than hang
+                self.internal_error("a request resumed after a wait", exc)
+        if held:
+            self._stalls -= 1
+        if not self._stalls and not self.closed:
+            self._drain_backlog()
         self._flush()
 
-    def retry_after(self, frame: Frame, start: Callable[[Callable[[], None]], None]) -> None:
-        """Park `frame` and the requests behind it; `start(done)` begins the work (e.g. a
-        lookup upstream) and calls `done()` when the frame can be handled again."""
-        self._backlog.appendleft(frame)
-        self.stall()
-        start(self.resume)
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for the IO layer now."""
+        return len(self._waiting)
 
-    def stall(self) -> None:
-        """Hold further requests (they wait in the backlog) until `resume`."""
+    def hold(self) -> None:
+        """The IO layer holds further requests (e.g. while it renews the upstream login);
+        they wait in the backlog until `release`."""
         self._stalls += 1
 
-    def resume(self) -> None:
+    def release(self) -> None:
         self._stalls -= 1
         if not self._stalls:
             self._drain_backlog()
@@ -606,7 +659,7 @@ class ProxySession:
                 self._flush()
                 if not self.closed:
                     self.closed = True
-                    self.io.close(slot.close_after, None)
+                    self.io.close(slot.close_after, slot.close_kind)
                 return
             self._to_client.append(slot.data)
         if self._backlog:

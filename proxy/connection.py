@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING
 
 from protocol import saslgate
+from protocol.effects import (
+    BUSY,
+    Authenticated,
+    AuthenticationResult,
+    AutoCreateTopics,
+    AwaitSignal,
+    DroppedApiKeys,
+    Effect,
+    LookUpPartitionCounts,
+    LookUpTopicIds,
+    RunBlocking,
+    Sleep,
+)
 from protocol.enforce.context import AuthContext
 from protocol.hosts import java_host_string
 from protocol.principal import NoMatchingRule, principal_for_connection
@@ -239,11 +253,35 @@ class ClientConnection(asyncio.Protocol):
         host = java_host_string(peer[0]) if peer else "unknown"
         return AuthContext(self.server.policy, principal, host, self.server.security.protocol)
 
-    def authenticated(self, session: ProxySession, name: str) -> None:
-        """SASL succeeded: the principal is known (the upstream connection opens with the
-        first request that needs it)."""
-        session.context.principal = f"User:{name}"
-        log.debug("client %s authenticated as User:%s", self.peer, log_safe(name))
+    def perform(self, token: int, effect: Effect) -> None:
+        """SessionIO: carry out what the session asks for (protocol/effects.py) and resume it
+        with the result; notifications (token 0) are acted on and not resumed."""
+        session = self.session
+        server = self.server
+        if session is None:
+            return
+        match effect:
+            case LookUpTopicIds(ids=ids):
+                server.lookup_topic_ids(ids, lambda: session.resume(token))
+            case LookUpPartitionCounts(names=names):
+                server.lookup_partition_counts(names, lambda found: session.resume(token, found))
+            case RunBlocking(job=job, source=source):
+                done = functools.partial(session.resume, token)
+                if not server.security.run_blocking(job, done, source):
+                    session.resume(token, BUSY)
+            case Sleep(seconds=seconds):
+                asyncio.get_running_loop().call_later(seconds, session.resume, token, None)
+            case AwaitSignal(subscribe=subscribe):
+                subscribe(lambda: session.resume(token))
+            case Authenticated(principal=principal):
+                # the upstream connection opens with the first request that needs it
+                log.debug("client %s authenticated as %s", self.peer, log_safe(principal))
+            case AuthenticationResult(mechanism=mechanism, succeeded=succeeded):
+                server.security.count_authentication(self.listener_label, mechanism, succeeded)
+            case AutoCreateTopics(names=names):
+                server.auto_create_topics(names)
+            case DroppedApiKeys(keys=keys):
+                server.log_dropped_keys(keys)
 
     def data_received(self, data: bytes) -> None:
         self.activity += 1

@@ -28,12 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import Counter, Gauge
-
 from protocol.sasl.jwt import Jwks, JwtValidator
 from protocol.sasl.pending import SaslPending
 from proxy.httpclient import HttpError, check_https_url, https_context, request
 from proxy.logs import log_safe
+from proxy.metrics import JwksMetrics
 
 __all__ = ["JwksCache", "JwksFetchError", "build_oauth_validator", "start_jwks"]
 
@@ -42,25 +41,6 @@ log = logging.getLogger("aclgate.jwks")
 
 class JwksFetchError(ConnectionError):
     """The key set could not be fetched (at start: the proxy does not start)."""
-
-
-class JwksMetrics:
-    def __init__(self, registry: Any = None):
-        self.refreshes = Counter(
-            "aclgate_jwks_refreshes",
-            "Fetches of the OAUTHBEARER JWKS by result (success, failure) and trigger (start, "
-            "scheduled, unknown_kid, retry)",
-            ["result", "trigger"],
-            registry=registry,
-        )
-        self.keys = Gauge(
-            "aclgate_jwks_keys", "Verification keys in the JWKS in force", registry=registry
-        )
-        self.last_success = Gauge(
-            "aclgate_jwks_last_success_timestamp_seconds",
-            "When the JWKS in force was fetched (Unix time)",
-            registry=registry,
-        )
 
 
 class JwksCache:
@@ -250,7 +230,7 @@ def build_oauth_validator(config: Any, metrics: Any = None) -> JwtValidator:
             refresh=config.sasl_oauthbearer_jwks_endpoint_refresh_ms / 1000,
             retry_backoff=config.sasl_oauthbearer_jwks_endpoint_retry_backoff_ms / 1000,
             retry_backoff_max=config.sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms / 1000,
-            metrics=JwksMetrics(metrics.registry if metrics is not None else None),
+            metrics=metrics.jwks if metrics is not None else JwksMetrics(),
         )
     return JwtValidator(
         source,

@@ -150,6 +150,27 @@ class StateCollector(Collector):
             )
 
 
+class JwksMetrics:
+    """OAUTHBEARER key fetches (proxy/jwks.py); exported whether or not a JWKS URL is set."""
+
+    def __init__(self, registry: Any = None):
+        self.refreshes = Counter(
+            "aclgate_jwks_refreshes",
+            "Fetches of the OAUTHBEARER JWKS by result (success, failure) and trigger (start, "
+            "scheduled, unknown_kid, retry)",
+            ["result", "trigger"],
+            registry=registry,
+        )
+        self.keys = Gauge(
+            "aclgate_jwks_keys", "Verification keys in the JWKS in force", registry=registry
+        )
+        self.last_success = Gauge(
+            "aclgate_jwks_last_success_timestamp_seconds",
+            "When the JWKS in force was fetched (Unix time)",
+            registry=registry,
+        )
+
+
 class ProxyMetrics:
     """All metrics of one proxy instance, in their own registry (tests run several proxies)."""
 
@@ -179,6 +200,7 @@ class ProxyMetrics:
         self.broker_listeners = Gauge(
             "aclgate_broker_listeners", "Per-broker listeners open", registry=r
         )
+        self.jwks = JwksMetrics(r)
         self.connection_timeouts = Counter(
             "aclgate_connection_timeouts",
             "Client connections closed by a timeout: idle (connections_max_idle_ms), "

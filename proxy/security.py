@@ -6,7 +6,6 @@ handshakes."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import ssl
@@ -190,13 +189,10 @@ class ListenerSecurity:
         """The SaslListenerConfig fields for the authentication defences."""
         return {
             "failure_delay_ms": round(self.failed_auth_delay * 1000),
-            "call_later": lambda delay, fn: asyncio.get_running_loop().call_later(delay, fn),
-            "on_result": self._count_authentication,
             "admit": lambda session, principal: self.admit_principal(session.io, principal),
         }
 
-    def _count_authentication(self, session: Any, mechanism: str, ok: bool) -> None:
-        listener = getattr(session.io, "listener_label", "?")
+    def count_authentication(self, listener: str, mechanism: str, ok: bool) -> None:
         (self.metrics.successes if ok else self.metrics.failures).labels(listener, mechanism).inc()
 
     def admit_principal(self, connection: Any, principal: str) -> str | None:

@@ -16,6 +16,7 @@ from authz.model import ResourceType
 from protocol.apiversions import unsupported_version_response
 from protocol.enforce.context import Policy
 from protocol.enforce.table import advertised_versions, handlers
+from protocol.saslgate import SASL_VERSIONS
 from protocol.session import SessionConfig
 from protocol.versions import KIO_RANGES, api_name, request_class, response_class
 from proxy.aclstore import AclFileWatcher
@@ -108,11 +109,10 @@ class ProxyServer:
             authorizer=self.authorizer,
             mode=config.mode,
             sink=self.recorder,
-            lookup_topic_ids=self._lookup_topic_ids,
-            lookup_partition_counts=self._lookup_partition_counts,
-            auto_create_topics=self._auto_create_topics,
         )
         allowed = advertised_versions(config.api_version_cap)
+        #: what the proxy itself can serve; `allowed` is narrowed to the cluster's ranges
+        self._own_versions = dict(allowed)
         self.directory = NodeDirectory(
             bind_host=config.listen[0],
             client_host=config.client_host,
@@ -130,7 +130,6 @@ class ProxyServer:
             unsupported_api_versions=lambda corr: unsupported_version_response(
                 corr, allowed[18][1]
             ),
-            extras={"on_dropped_api_keys": self._log_dropped_keys},
         )
         self.sasl_config = None
         if self.security.sasl:
@@ -143,19 +142,43 @@ class ProxyServer:
         after = dict(handlers())
         after[saslgate.SASL_HANDSHAKE] = saslgate._handshake
         after[saslgate.SASL_AUTHENTICATE] = saslgate._authenticate
-        self.session_config.extras["own_api_versions"] = saslgate.SASL_VERSIONS
+        self.session_config.own_api_versions = saslgate.SASL_VERSIONS
         self.sasl_config = saslgate.SaslListenerConfig(
             mechanisms=self.security.sasl_mechanisms,
             new_server=self.security.new_sasl_server,
             clock_ms=lambda: int(time.time() * 1000),
             max_reauth_ms=self.security.max_reauth_ms,
-            run_blocking=self.security.run_blocking,
-            **self.security.sasl_settings(),  # failed-authentication delay, metrics, limits
+            **self.security.sasl_settings(),  # failed-authentication delay, per-principal limit
             pre_auth_versions=lambda: self._pre_auth_versions(allowed),
-            on_authenticated=lambda session, name: session.io.authenticated(session, name),
             handlers_after=after,
             versions_after={**allowed, **saslgate.SASL_VERSIONS},
         )
+
+    def _narrow_to_cluster(self) -> None:
+        """Accept only the API versions the cluster serves too (as learnt on the control
+        connection): a request the cluster never advertised is closed on, as Kafka closes,
+        instead of being forwarded. Narrowed in place: every session reads these maps."""
+        upstream = self.control.api_ranges
+        if not upstream:
+            return
+        narrowed = {}
+        for key, (lo, hi) in self._own_versions.items():
+            if key not in upstream:
+                continue
+            up_lo, up_hi = upstream[key]
+            lo, hi = max(lo, up_lo), min(hi, up_hi)
+            if lo <= hi:
+                narrowed[key] = (lo, hi)
+        if narrowed == self.session_config.allowed_versions:
+            return
+        for versions, own in (
+            (self.session_config.allowed_versions, {}),
+            (self.sasl_config.versions_after if self.sasl_config else None, SASL_VERSIONS),
+        ):
+            if versions is not None:
+                versions.clear()
+                versions.update(narrowed)
+                versions.update(own)
 
     def _pre_auth_versions(self, allowed: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """What ApiVersions announces before SASL: the proxy's ranges within the cluster's."""
@@ -407,6 +430,7 @@ class ProxyServer:
         for broker in metadata.brokers:
             self.directory.learn(broker.node_id, broker.host, broker.port)
             self.directory.advertise(broker.node_id)
+        self._narrow_to_cluster()
         if not self.upstream_reachable and self.upstream_error != "not contacted yet":
             log.info("upstream cluster reachable again (%d brokers)", len(metadata.brokers))
         self.upstream_reachable = True
@@ -553,7 +577,7 @@ class ProxyServer:
                 else:
                     del self._per_address[address]
 
-    def _log_dropped_keys(self, keys: set[int]) -> None:
+    def log_dropped_keys(self, keys: frozenset[int]) -> None:
         new = keys - self._dropped_logged
         if new:
             self._dropped_logged |= new
@@ -583,7 +607,7 @@ class ProxyServer:
 
     # topic ids ---------------------------------------------------------------------
 
-    def _lookup_topic_ids(self, ids, done) -> None:
+    def lookup_topic_ids(self, ids, done) -> None:
         """Ask upstream which topics these ids are, feed the cache, then call `done`."""
 
         async def lookup() -> None:
@@ -606,7 +630,7 @@ class ProxyServer:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
         self._tasks = [t for t in self._tasks if not t.done()]
 
-    def _lookup_partition_counts(self, names, done) -> None:
+    def lookup_partition_counts(self, names, done) -> None:
         """Ask upstream which of these topics exist and with how many partitions."""
 
         async def lookup() -> None:
@@ -620,7 +644,7 @@ class ProxyServer:
 
         self._spawn(lookup())
 
-    def _auto_create_topics(self, names) -> None:
+    def auto_create_topics(self, names) -> None:
         """Have the cluster auto-create `names` (the principal may CREATE them; see
         protocol.enforce.metadata): the client learns of them on its next Metadata."""
 

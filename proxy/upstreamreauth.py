@@ -58,7 +58,7 @@ class UpstreamReauthenticator:
         if self.conn.closed or session is None:
             return
         self.due = True
-        session.stall()  # new client requests wait in the session's backlog
+        session.hold()  # new client requests wait in the session's backlog
         self.maybe_start()
 
     def maybe_start(self) -> None:
@@ -91,7 +91,7 @@ class UpstreamReauthenticator:
             return
         self.schedule(lifetime_ms)
         if not self.conn.closed:
-            self.conn.session.resume()  # the held requests go out now, in order
+            self.conn.session.release()  # the held requests go out now, in order
 
     async def _roundtrip(self, body: Any) -> Any:
         self._ids += 1

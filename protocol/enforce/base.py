@@ -30,6 +30,7 @@ from protocol.codec import (
     encode_response,
     framed,
 )
+from protocol.effects import LookUpTopicIds
 from protocol.enforce.build import Aliases, build
 from protocol.enforce.context import AuthContext, NotReady
 from protocol.enforce.topics import NeedTopicIds
@@ -193,18 +194,31 @@ class ApiHandler:
         raise NotImplementedError
 
     def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
-        ctx: AuthContext = session.context
-        request = decode_request(frame, header)
+        self.dispatch(session, session.context, header, frame, decode_request(frame, header))
+
+    def dispatch(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: Any,
+    ) -> None:
+        """`handle`, with the two outcomes every handler shares: topic ids the proxy must
+        look up first, and an authorizer not ready yet."""
         try:
             self.handle(session, ctx, header, frame, request)
         except NeedTopicIds as need:
-            _look_up_and_retry(session, ctx, frame, need.ids)
-            return
+            # Wait for the lookup, then handle the same parsed request again, with the ids
+            # marked as looked up (ids still unknown then are answered as unknown).
+            ids = frozenset(need.ids)
+            session.wait(
+                LookUpTopicIds(ids),
+                lambda _: self.dispatch(session, ctx.with_looked_up(ids), header, frame, request),
+            )
         except NotReady:
             # Kafka's AuthorizerNotReadyException becomes UNKNOWN_SERVER_ERROR for the request
             answer(session, header, error_body(header, request, ErrorCode.unknown_server_error))
-        if ctx.looked_up:
-            ctx.looked_up = frozenset()
 
 
 @dataclass
@@ -374,24 +388,6 @@ class PerEntry(ApiHandler):
         if self.shortcut is not None:
             own = f"{self.shortcut.describe()} allows all, else {own}"
         return f"{pre}, then {own}" if pre else own
-
-
-def _look_up_and_retry(session: ProxySession, ctx: AuthContext, frame: Frame, ids) -> None:
-    """Park the request while the proxy asks upstream for the ids, then handle it again;
-    ids still unknown then are answered as unknown (never looked up twice in a row)."""
-    lookup = ctx.policy.lookup_topic_ids
-
-    def start(done: Callable[[], None]) -> None:
-        def finished() -> None:
-            ctx.looked_up = frozenset(ids)
-            done()
-
-        if lookup is None:
-            finished()
-        else:
-            lookup(ids, finished)
-
-    session.retry_after(frame, start)
 
 
 def _array_item(cls: type, array: str) -> type:

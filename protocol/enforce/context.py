@@ -58,17 +58,6 @@ class Policy:
     sink: DecisionSink = field(default_factory=_NoSink)
     #: topic id -> name, shared by every connection to this cluster
     topic_ids: Any = None
-    #: (ids, done) -> None: ask upstream for topic ids, call done() when the cache is fed
-    lookup_topic_ids: Callable[[Any, Callable[[], None]], None] | None = None
-    #: (topic names, done) -> None: ask upstream how many partitions each topic has and call
-    #: done({name: count}) for the topics that exist, or done(None) if the cluster cannot tell
-    lookup_partition_counts: (
-        Callable[[Any, Callable[[dict[str, int] | None], None]], None] | None
-    ) = None
-    #: (topic names) -> None: have the cluster auto-create these topics (a Metadata request
-    #: with auto-creation on, answer ignored), for Metadata requests that mix topics the
-    #: principal may and may not create
-    auto_create_topics: Callable[[Any], None] | None = None
     #: the last view of the cluster, to answer Metadata alone (protocol.enforce.metadata)
     cluster_view: Any = None
     #: optional conformance switches; see docs/apis.md
@@ -108,7 +97,8 @@ class AuthContext:
         self.host = host
         self.listener = listener
         self.client_id: str | None = None
-        #: topic ids just looked up upstream for the request being retried
+        #: topic ids already looked up upstream for the request being handled (set only on
+        #: the copy a resumed request gets: `with_looked_up`)
         self.looked_up: frozenset = frozenset()
         self._authorize: Callable[..., Decision] = policy.authorizer.authorize
         self._sink = policy.sink
@@ -116,6 +106,15 @@ class AuthContext:
     @property
     def enforcing(self) -> bool:
         return self.policy.mode == ENFORCE
+
+    def with_looked_up(self, ids: frozenset) -> AuthContext:
+        """This context for a request resumed after its topic ids were looked up: ids still
+        unknown are then answered as unknown rather than looked up again. A copy, so the
+        connection's own context never carries one request's state into the next."""
+        copy = AuthContext(self.policy, self.principal, self.host, self.listener)
+        copy.client_id = self.client_id
+        copy.looked_up = ids
+        return copy
 
     def decide(self, operation: AclOperation, resource_type: ResourceType, name: str) -> Decision:
         try:

@@ -138,8 +138,6 @@ class ProduceHandler(ApiHandler):
             allowed = ctx.check(header, WRITE, TOPIC, name, True, partitions)
         except NotReady:  # nothing was recorded: the full path answers it
             return super().__call__(session, header, frame)
-        if ctx.looked_up:
-            ctx.looked_up = frozenset()
         if allowed:
             if acks == 0:
                 session.forward_without_response(frame)

@@ -11,7 +11,7 @@
   (CREATE on the cluster, or on each topic); otherwise the request goes with auto-creation off
   and topics that come back UNKNOWN_TOPIC_OR_PARTITION and may not be created get Kafka's
   create-denied answer (29), while those that may be created keep that answer and are
-  created by a separate auto-creating Metadata request (`Policy.auto_create_topics`): a KRaft
+  created by a separate auto-creating Metadata request (the `AutoCreateTopics` effect, protocol/effects.py): a KRaft
   broker also answers 3 and creates them in the background. CREATE is audited only then,
   i.e. when the topic really did not exist, as Kafka checks CREATE only for missing topics.
 * Authorized-operations bitfields are recomputed for the client's principal.
@@ -43,6 +43,7 @@ from protocol.codec import (
     encode_entity,
     encode_response,
 )
+from protocol.effects import AutoCreateTopics
 from protocol.enforce.base import ApiHandler, forward, reencode_request
 from protocol.enforce.build import build
 from protocol.enforce.context import NOT_REQUESTED, AuthContext, NotReady
@@ -108,8 +109,6 @@ class MetadataHandler(ApiHandler):
             verdict = {n: ctx.check(header, DESCRIBE, TOPIC, n, True, c) for n, c in counts.items()}
         except NotReady:  # raised by the first check, before anything was recorded
             return super().__call__(session, header, frame)
-        if ctx.looked_up:
-            ctx.looked_up = frozenset()
         if all(verdict.values()):
             plan = _Plan(header, False, [], set(), False, False)
             forward(session, header, frame, rewrite_metadata_answer, plan)
@@ -187,8 +186,7 @@ class MetadataHandler(ApiHandler):
                 }
             if plan.creatable_unknown_to_29:
                 changes["allow_auto_topic_creation"] = False
-                if ctx.policy.auto_create_topics is not None:
-                    plan.create_if_unknown = set(wanted) - plan.creatable_unknown_to_29
+                plan.create_if_unknown = set(wanted) - plan.creatable_unknown_to_29
         if not kept and plan.errors and self._answer_alone(session, ctx, header, plan):
             return
         if len(kept) != len(topics) or changes or by_ids:
@@ -361,7 +359,7 @@ def _rewrite_answer(session: ProxySession, slot: Slot, frame, learned: list) -> 
     # audited now that the topics are known missing
     to_create = [n for n in to_create if ctx.check(plan.header, CREATE, TOPIC, n)]
     if to_create:
-        ctx.policy.auto_create_topics(to_create)
+        session.notify(AutoCreateTopics(frozenset(to_create)))
     view.cluster_id = cluster_id
     view.controller_id = controller_id
     view.racks = {b.node_id: getattr(b, "rack", None) for b in brokers}

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from authz.model import AclOperation, ResourceType
 from protocol.codec import encode_response
+from protocol.effects import LookUpPartitionCounts
 from protocol.enforce.base import ApiHandler, answer, error_body, forward, forward_if_cluster
 from protocol.enforce.build import build
 from protocol.enforce.metadata import INTERNAL_TOPICS
@@ -93,17 +94,15 @@ class AddPartitionsToTxnHandler(ApiHandler):
         # Nothing is added: denied topics get 29; of the allowed ones, partitions the cluster
         # does not have get 3 and the rest 55, so the proxy asks which exist (Kafka reads its
         # metadata cache). The answer keeps its place in the response order meanwhile.
-        lookup = ctx.policy.lookup_partition_counts
-        if lookup is None or not allowed:
+        if not allowed:
             self._answer(session, header, request, topics, _partition_codes(allowed, None))
             return
-        slot = session.placeholder(header)
 
-        def looked_up(partitions: dict[str, int] | None) -> None:
+        def answer_with(partitions: dict[str, int] | None) -> bytes:
             body = self._body(header, request, topics, _partition_codes(allowed, partitions))
-            session.complete(slot, encode_response(header.correlation_id, body))
+            return encode_response(header.correlation_id, body)
 
-        lookup(allowed, looked_up)
+        session.answer_later(header, LookUpPartitionCounts(frozenset(allowed)), answer_with)
 
     @classmethod
     def _answer(cls, session, header, request, topics, code_for) -> None:

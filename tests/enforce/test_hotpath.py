@@ -78,6 +78,9 @@ class IO:
     def pause_client_reading(self):
         pass
 
+    def perform(self, token, effect):
+        pass
+
     def resume_client_reading(self):
         pass
 

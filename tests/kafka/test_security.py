@@ -91,4 +91,10 @@ def test_ssl_without_the_ca_fails(kafka_secure):
     cfg = kafka_secure.listener("SSL").confluent_config()
     del cfg["ssl.ca.location"]  # system trust store: does not know the throwaway CA
     errors = confluent_login_fails(cfg)
-    assert errors and errors[0].code() == KafkaError._SSL, errors
+    # librdkafka reports the failed verification as _SSL, or (seen on a loaded CI machine)
+    # first as a _TRANSPORT error carrying the same OpenSSL reason
+    assert errors and all(
+        e.code() == KafkaError._SSL
+        or (e.code() == KafkaError._TRANSPORT and "certificate verify failed" in e.str())
+        for e in errors[:1]
+    ), errors

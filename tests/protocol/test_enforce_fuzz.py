@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from authz.authorizer import Authorizer
 from protocol.apiversions import unsupported_version_response
 from protocol.codec import decode_request, encode_request
+from protocol.effects import LookUpPartitionCounts, LookUpTopicIds
 from protocol.enforce.context import AuthContext, Policy
 from protocol.enforce.table import advertised_versions, handlers
 from protocol.header import MalformedRequest, parse_request_header
@@ -81,16 +82,19 @@ class Harness:
 
     def __init__(self, profile: str):
         self.pending: list[Any] = []
-        policy = Policy(
-            authorizer=AUTHORIZERS[profile],
-            lookup_topic_ids=lambda ids, done: self.pending.append(done),
-            lookup_partition_counts=lambda names, done: self.pending.append(lambda: done({})),
-            auto_create_topics=lambda names: None,
-        )
+        policy = Policy(authorizer=AUTHORIZERS[profile])
         self.io = FakeIO()
+        self.io.perform = self._perform
         self.session = ProxySession(
             CONFIG, self.io, context=AuthContext(policy, ANON, HOST, "PLAINTEXT")
         )
+
+    def _perform(self, token: int, effect: Any) -> None:
+        """Lookups answer empty, after the read; notifications are ignored."""
+        if isinstance(effect, LookUpTopicIds):
+            self.pending.append(lambda: self.session.resume(token))
+        elif isinstance(effect, LookUpPartitionCounts):
+            self.pending.append(lambda: self.session.resume(token, {}))
 
     def run_lookups(self) -> None:
         while self.pending:

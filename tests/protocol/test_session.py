@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.apiversions import unsupported_version_response
+from protocol.effects import LookUpTopicIds
 from protocol.routing import allowed_versions, transparent_handlers
 from protocol.session import ProxySession, SessionConfig
 
@@ -18,6 +19,7 @@ class FakeIO:
         self.closed = None
         self.paused = False
         self.pauses = 0
+        self.effects = []
 
     def write_client(self, data):
         self.client += data
@@ -34,6 +36,9 @@ class FakeIO:
 
     def resume_client_reading(self):
         self.paused = False
+
+    def perform(self, token, effect):
+        self.effects.append((token, effect))
 
 
 def frame(payload: bytes) -> bytes:
@@ -239,21 +244,21 @@ def test_a_handler_bug_closes_the_connection_and_forwards_nothing():
     assert trace.startswith("Traceback") and "KeyError: 'a bug'" in trace  # for a bug report
 
 
-def test_a_handler_bug_after_a_parked_retry_closes_too():
-    """A request parked for a lookup is handled again from the lookup's callback: a bug
-    there must close the connection, not leave the client waiting for ever."""
-    resume = []
+def test_a_handler_bug_after_a_wait_closes_too():
+    """A request waiting for the IO layer continues when it is resumed: a bug there must
+    close the connection, not leave the client waiting for ever."""
 
-    def parks_then_breaks(session, header, frame_):
-        if not resume:
-            session.retry_after(frame_, resume.append)
-            return
+    def breaks(_result):
         raise RuntimeError("after the lookup")
 
-    session, io = make(handlers={3: parks_then_breaks})
+    def waits_then_breaks(session, header, frame_):
+        session.wait(LookUpTopicIds(frozenset()), breaks)
+
+    session, io = make(handlers={3: waits_then_breaks})
     session.client_data(request(3, 1, 7) + request(3, 1, 8))
     assert io.closed is None
-    resume[0]()
+    ((token, _effect),) = io.effects  # the second request waits behind the first
+    session.resume(token)
     assert io.closed[1] == "internal_error"
     assert "RuntimeError('after the lookup')" in io.closed[0]
     assert not io.upstream and not io.client

@@ -1,0 +1,120 @@
+"""What a session asks of the IO layer: one typed vocabulary, in the style of h11's events.
+
+A handler that needs something only the IO layer can do (ask the cluster, run a slow job off
+the event loop, wait) does not call into the IO layer and does not raise to be re-run later:
+it asks the session to `wait(effect, then)`. The session hands the effect to
+`SessionIO.perform(token, effect)`; the IO layer does the work and answers with
+`session.resume(token, result)`, which calls `then(result)` with the request's own state
+still in hand (the request is parsed once). While a request waits, the requests behind it
+wait in the session's backlog, so answers keep their order.
+
+Notifications (`notify`) are effects nobody resumes: the IO layer acts on them or ignores
+them (a sans-IO test ignores them all).
+
+    session ──perform(token, LookUpTopicIds)──▶ IO layer ──Metadata──▶ cluster
+    session ◀──────resume(token, None)──────── IO layer ◀─────────────┘
+
+Each class is small, frozen and slotted: effects are values, compared and logged as such.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# ------------------------------------------------------------------- waits (resumed)
+
+
+@dataclass(frozen=True, slots=True)
+class LookUpTopicIds:
+    """Learn the names of these topic ids from the cluster (feeding the shared topic-id
+    cache). Resumed with None once the cache has what the cluster knows."""
+
+    ids: frozenset[uuid.UUID]
+
+
+@dataclass(frozen=True, slots=True)
+class LookUpPartitionCounts:
+    """Which of these topics exist, and with how many partitions. Resumed with
+    {name: partition count} for the topics that exist, or None if the cluster cannot tell."""
+
+    names: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RunBlocking:
+    """Run `job` off the event loop (password hashing), queued fairly by `source` (the
+    client's address). Resumed with the job's return value, or with `Busy` when the IO
+    layer's queues are full and the job was not run."""
+
+    job: Callable[[], Any]
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Resume after `seconds` (e.g. Kafka's connection.failed.authentication.delay.ms)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitSignal:
+    """Resume once `subscribe(callback)` has called its callback (e.g. an OAUTHBEARER key
+    set being fetched again because a token names an unknown key id)."""
+
+    subscribe: Callable[[Callable[[], None]], None]
+
+
+class Busy:
+    """The result of a `RunBlocking` the IO layer could not queue."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Busy()"
+
+
+BUSY = Busy()
+
+# ------------------------------------------------------------- notifications (not resumed)
+
+
+@dataclass(frozen=True, slots=True)
+class Authenticated:
+    """The connection's first SASL authentication succeeded: `principal` (e.g. User:alice)
+    is who it is from now on."""
+
+    principal: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticationResult:
+    """One SASL exchange ended (for metrics)."""
+
+    mechanism: str
+    succeeded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AutoCreateTopics:
+    """Have the cluster auto-create these topics (the principal may CREATE them)."""
+
+    names: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedApiKeys:
+    """The cluster announced API keys the proxy does not serve (dropped from ApiVersions)."""
+
+    keys: frozenset[int]
+
+
+Wait = LookUpTopicIds | LookUpPartitionCounts | RunBlocking | Sleep | AwaitSignal
+Notification = Authenticated | AuthenticationResult | AutoCreateTopics | DroppedApiKeys
+Effect = Wait | Notification
+
+#: the token of a notification: nothing will be resumed with it
+NO_RESUME = 0
