@@ -460,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
 
     command = "python -m bench.idle_connections " + shlex.join(argv or sys.argv[1:])
     loadavg_before = _loadavg()
+    env = environment()  # at the start: the code the proxy runs, not what changed since
     results = []
     with tempfile.TemporaryDirectory(prefix="aclgate-idle-") as tmp:
         workdir = Path(tmp)
@@ -483,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         "recorded_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command.strip(),
         "connections": args.connections,
-        "environment": environment(),
+        "environment": env,
         "loadavg_before": loadavg_before,
         "loadavg_after": _loadavg(),
         "proxy_nofile": results[0]["proxy_nofile"] if results else None,

@@ -351,7 +351,21 @@ def acl_loop(
         before = proxy.policy_version()
         t0 = time.monotonic()
         action = "--remove" if present else "--add"
-        cli("acls", "--acl-file", str(acl_file), action, "--force", *acl)
+        try:
+            cli("acls", "--acl-file", str(acl_file), action, "--force", *acl)
+        except RuntimeError as exc:  # counted as a change not in effect; the soak goes on
+            tally.problem(f"the ACL change could not be written: {exc}")
+            with tally.lock:
+                tally.acl_changes.append(
+                    {
+                        "at": round(time.time(), 1),
+                        "action": action.lstrip("-"),
+                        "reload_seconds": None,
+                        "metadata_allowed": None,
+                        "in_effect": False,
+                    }
+                )
+            continue
         present = not present
         seen = None
         while time.monotonic() - t0 < 15:
@@ -395,17 +409,25 @@ def cert_loop(
     """Re-issue the server certificate in place; a new TLS connection must get the new one."""
     for _ in ticks(interval, stop):
         t0 = time.monotonic()
-        cli(
-            "certs",
-            "server",
-            "--out",
-            str(pki),
-            "--ip",
-            "127.0.0.1",
-            "--dns",
-            "localhost",
-            "--force",
-        )
+        try:
+            cli(
+                "certs",
+                "server",
+                "--out",
+                str(pki),
+                "--ip",
+                "127.0.0.1",
+                "--dns",
+                "localhost",
+                "--force",
+            )
+        except RuntimeError as exc:  # counted as a reload not served; the soak goes on
+            tally.problem(f"the certificate could not be re-issued: {exc}")
+            with tally.lock:
+                tally.cert_reloads.append(
+                    {"at": round(time.time(), 1), "seen_seconds": None, "probe_connections": 0}
+                )
+            continue
         new = ssl.PEM_cert_to_DER_cert((pki / "server.crt").read_text())
         seen = None
         attempts = 0
@@ -750,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
 
     command = "python -m bench.soak " + shlex.join(argv if argv is not None else sys.argv[1:])
     loadavg_before = _loadavg()
+    env = environment()  # at the start: the code the proxy runs, not what changed since
     tally = Tally()
     stop = threading.Event()
     samples: list[dict[str, Any]] = []
@@ -934,7 +957,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "broker": {"name": broker.name, "version": broker.version},
         "librdkafka": confluent_kafka.libversion()[0],
-        "environment": environment(),
+        "environment": env,
         "loadavg_before": loadavg_before,
         "loadavg_after": _loadavg(),
         "proxy_args": proxy_args,
