@@ -156,9 +156,19 @@ def produce_acks(frame: Frame, header: RequestHeader) -> int:
 # ------------------------------------------------------------------------ request handlers
 
 
-def forward(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
-    """Transparent forwarding with whatever response rewrite the key/version needs."""
-    session.forward(header, frame, _REWRITERS.get((header.api_key, header.api_version)))
+def forward(
+    session: ProxySession,
+    header: RequestHeader,
+    frame: Frame,
+    rewrite: ResponseRewriter | None = None,
+) -> Slot:
+    """Forward with the response rewrite the key/version needs to keep clients on the proxy
+    (addresses, ApiVersions trimming), or a given one (which then applies the address
+    rewrite itself: protocol.enforce.base.then_addresses). The one forwarding function of
+    the handlers; `ProxySession.forward` is the session's primitive under it."""
+    return session.forward(
+        header, frame, rewrite or _REWRITERS.get((header.api_key, header.api_version))
+    )
 
 
 def forward_produce(session: ProxySession, header: RequestHeader, frame: Frame) -> None:

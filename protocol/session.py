@@ -29,7 +29,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from protocol.addresses import AnswerCache, BrokerArrayCache, BrokerDirectory
 from protocol.codec import MalformedResponse
@@ -39,6 +39,11 @@ from protocol.header import MalformedRequest, RequestHeader, UnknownApi, parse_r
 
 _SIZE_CORR = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
+T = TypeVar("T")
+
+if TYPE_CHECKING:  # only for annotations: both import this module
+    from protocol.enforce.context import AuthContext
+    from protocol.saslgate import SaslState
 #: answers collected from one read before they are written (and the write buffer checked)
 _OUTPUT_BATCH = 16
 
@@ -92,7 +97,9 @@ class _NullObserver:
 
 
 class Slot:
-    """A place in the response order. Filled by the upstream or by the proxy itself."""
+    """A place in the response order, owned by the request it answers: its header (the
+    answer's correlation id, key and version come from it) and the plan for the broker's
+    answer (`rewrite`: None to relay it as it is). Filled by the upstream or by the proxy."""
 
     __slots__ = (
         "api_key",
@@ -102,29 +109,38 @@ class Slot:
         "correlation_id",
         "data",
         "done",
+        "header",
         "rewrite",
-        "state",
     )
 
-    def __init__(
-        self,
-        correlation_id: int,
-        api_key: int,
-        api_version: int,
-        rewrite: ResponseRewriter | None = None,
-        state: Any = None,
-    ):
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.api_version = api_version
+    def __init__(self, header: RequestHeader | None, rewrite: ResponseRewriter | None = None):
+        #: None for the slots that answer no Kafka request (SASL v0 tokens, a close marker)
+        self.header = header
+        if header is None:
+            self.correlation_id = self.api_key = self.api_version = -1
+        else:
+            self.correlation_id = header.correlation_id
+            self.api_key = header.api_key
+            self.api_version = header.api_version
         self.rewrite = rewrite
-        #: whatever the handler needs to rewrite the response (e.g. denied entries to merge)
-        self.state = state
         self.data: bytes | memoryview | None = None
         self.done = False
         self.close_after: str | None = None
         #: the problem that close is counted as (None: a deliberate close)
         self.close_kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WithState(Generic[T]):
+    """A response rewrite that needs what the request's handler decided (denied entries to
+    merge, topics to hide, ...): that state travels with the request, typed, as the rewrite's
+    fourth argument."""
+
+    fn: Callable[[ProxySession, Slot, Frame, T], bytes | memoryview]
+    state: T
+
+    def __call__(self, session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
+        return self.fn(session, slot, frame, self.state)
 
 
 @dataclass
@@ -157,13 +173,13 @@ class ProxySession:
         config: SessionConfig,
         io: SessionIO,
         observer: SessionObserver | None = None,
-        context: Any = None,
+        context: AuthContext | None = None,
     ):
         self.config = config
         self.io = io
         self.observer = observer or _NullObserver()
-        #: whatever the IO layer wants handlers to see (principal, host, listener, ...)
-        self.context = context
+        #: who is asking (principal, host, listener); None only in tests of framing alone
+        self.context = cast("AuthContext", context)
         self.closed = False
         #: a close is scheduled after the responses ahead of it: read no more requests
         self.closing = False
@@ -175,7 +191,7 @@ class ProxySession:
         #: when set, frames are not Kafka requests (SASL v0 raw tokens) and go here
         self.raw_handler: Callable[[ProxySession, Frame], None] | None = None
         #: SASL progress on SASL listeners (protocol.saslgate)
-        self.sasl: Any = None
+        self.sasl: SaslState | None = None
         #: set when the connection closes because authentication failed (closed after a delay)
         self.auth_failed = False
         self._splitter = FrameSplitter(config.max_frame)
@@ -230,7 +246,7 @@ class ProxySession:
 
     def respond_raw(self, data: bytes) -> None:
         """A frame without a response header (SASL v0 tokens), in order like any answer."""
-        slot = Slot(-1, -1, -1)
+        slot = Slot(None)
         self._fifo.append(slot)
         self._fill(slot, data)
 
@@ -329,7 +345,7 @@ class ProxySession:
         except UnknownApi as exc:
             if exc.api_key == 18 and self.config.unsupported_api_versions is not None:
                 # KIP-511: answer an ApiVersions newer than we parse with UNSUPPORTED_VERSION.
-                slot = Slot(exc.correlation_id, 18, exc.api_version)
+                slot = Slot(RequestHeader(18, exc.api_version, exc.correlation_id, None, False, 0))
                 self._fifo.append(slot)
                 self._fill(slot, self.config.unsupported_api_versions(exc.correlation_id))
                 return
@@ -382,10 +398,10 @@ class ProxySession:
         header: RequestHeader,
         frame: bytes | memoryview,
         rewrite: ResponseRewriter | None = None,
-        state: Any = None,
     ) -> Slot:
-        """Send `frame` upstream; the response (optionally rewritten) fills the slot."""
-        slot = Slot(header.correlation_id, header.api_key, header.api_version, rewrite, state)
+        """Send `frame` upstream; the response (rewritten by `rewrite`, if given) fills the
+        request's slot."""
+        slot = Slot(header, rewrite)
         self._fifo.append(slot)
         self._awaiting.append(slot)
         self._to_upstream.append(frame)
@@ -397,7 +413,7 @@ class ProxySession:
 
     def respond(self, header: RequestHeader, response: bytes) -> None:
         """A locally built framed response, delivered in request order."""
-        slot = Slot(header.correlation_id, header.api_key, header.api_version)
+        slot = Slot(header)
         self._fifo.append(slot)
         self.observer.response(header.api_key, len(response), True)
         self._fill(slot, response)
@@ -415,7 +431,7 @@ class ProxySession:
     def close_after_flush(self, reason: str, kind: str | None = None) -> None:
         """Write every response ahead of this point, then close (Produce acks=0 denial, a
         refused SASL exchange). `kind` names a problem, as in `SessionIO.close`."""
-        slot = Slot(-1, -1, -1)
+        slot = Slot(None)
         slot.close_after = reason
         slot.close_kind = kind
         slot.done = True
@@ -442,7 +458,7 @@ class ProxySession:
     ) -> None:
         """Keep this request's place in the response order and go on with the next
         requests; once `effect` is resumed, `build(result)` makes the framed answer."""
-        slot = Slot(header.correlation_id, header.api_key, header.api_version)
+        slot = Slot(header)
         self._fifo.append(slot)
 
         def fill(result: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -19,7 +20,8 @@ from protocol.enforce.base import (
 from protocol.enforce.build import build
 from protocol.enforce.context import NOT_REQUESTED
 from protocol.enforce.topics import ZERO, resolve
-from protocol.session import ProxySession, Slot
+from protocol.framing import Frame
+from protocol.session import ProxySession, Slot, WithState
 from protocol.versions import response_module
 
 CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS = (
@@ -92,7 +94,9 @@ class CreateTopicsHandler(ApiHandler):
         if not errors and not hidden_configs and header.api_version < 7:
             forward(session, header, body)
             return
-        forward(session, header, body, _create_topics_answer, (tuple(errors), hidden_configs))
+        forward(
+            session, header, body, WithState(_create_topics_answer, (tuple(errors), hidden_configs))
+        )
 
     @staticmethod
     def _result(mod, name: str, code: ErrorCode, message: str):
@@ -111,9 +115,11 @@ class CreateTopicsHandler(ApiHandler):
         )
 
 
-def _create_topics_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+def _create_topics_answer(
+    session: ProxySession, slot: Slot, frame: Frame, denied: tuple[tuple[Any, ...], set[str]]
+) -> bytes:
     ctx = session.context
-    errors, hidden = slot.state
+    errors, hidden = denied
 
     def merge(body):
         topics = []
@@ -272,11 +278,13 @@ class DescribeClusterHandler(ApiHandler):
                 ops = 0
         else:
             ops = None
-        forward(session, header, frame, _describe_cluster_answer, ops)
+        forward(session, header, frame, WithState(_describe_cluster_answer, ops))
 
 
-def _describe_cluster_answer(session: ProxySession, slot: Slot, frame) -> bytes:
-    ops = slot.state
+def _describe_cluster_answer(
+    session: ProxySession, slot: Slot, frame: Frame, ops: int | None
+) -> bytes:
+    ops = ops
     if ops is not None:
         frame = merged_response(
             frame, slot, lambda b: dataclasses.replace(b, cluster_authorized_operations=ops)

@@ -36,8 +36,8 @@ from protocol.enforce.context import AuthContext, NotReady
 from protocol.enforce.topics import NeedTopicIds
 from protocol.framing import Frame
 from protocol.header import MalformedRequest, RequestHeader
-from protocol.routing import rewriter_for
-from protocol.session import ProxySession, Slot
+from protocol.routing import forward, rewriter_for
+from protocol.session import ProxySession, Slot, WithState
 from protocol.versions import response_class
 
 _SIZE = struct.Struct(">i")
@@ -111,13 +111,6 @@ def first_denied(
 
 
 # --------------------------------------------------------------------- sending and answering
-
-
-def forward(
-    session: ProxySession, header: RequestHeader, frame: Frame, rewrite=None, state=None
-) -> Slot:
-    """Forward with the response rewrite the API needs (addresses), or a given one."""
-    return session.forward(header, frame, rewrite or rewriter_for(header), state)
 
 
 def answer(session: ProxySession, header: RequestHeader, body: Any) -> None:
@@ -376,8 +369,7 @@ class PerEntry(ApiHandler):
             session,
             header,
             reencode_request(frame, header, stripped),
-            merge_rewriter,
-            (self.response_array, errors),
+            WithState(merge_rewriter, (self.response_array, errors)),
         )
 
     def describe(self) -> str:
@@ -401,23 +393,24 @@ def _array_item(cls: type, array: str) -> type:
     raise KeyError(f"{cls.__name__} has no entity array {array!r}")
 
 
-def merge_rewriter(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
-    """Append the denied entries (slot.state = (array, entries)) to the broker's answer,
-    then apply whatever address rewriting the API needs."""
-    array, errors = slot.state
+def merge_rewriter(
+    session: ProxySession, slot: Slot, frame: Frame, denied: tuple[str, tuple[Any, ...]]
+) -> bytes | memoryview:
+    """Append the denied entries (`denied` = (array, entries)) to the broker's answer, then
+    apply whatever address rewriting the API needs."""
+    array, errors = denied
 
     def merge(body: Any) -> Any:
         return dataclasses.replace(body, **{array: tuple(getattr(body, array)) + errors})
 
-    out = merged_response(frame, slot, merge)
-    address = rewriter_for_slot(slot)
+    return then_addresses(session, slot, merged_response(frame, slot, merge))
+
+
+def then_addresses(session: ProxySession, slot: Slot, out: bytes) -> bytes | memoryview:
+    """The address rewrite the request's API needs, applied to an answer already changed."""
+    assert slot.header is not None
+    address = rewriter_for(slot.header)
     return address(session, slot, out) if address is not None else out
-
-
-def rewriter_for_slot(slot: Slot):
-    return rewriter_for(
-        RequestHeader(slot.api_key, slot.api_version, slot.correlation_id, None, False, 0)
-    )
 
 
 __all__ = [
@@ -434,4 +427,5 @@ __all__ = [
     "forward",
     "merge_rewriter",
     "reencode_request",
+    "then_addresses",
 ]

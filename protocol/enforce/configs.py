@@ -52,7 +52,8 @@ from protocol.enforce.base import (
 from protocol.enforce.build import build
 from protocol.enforce.messages import DEFAULT_MESSAGES
 from protocol.enforce.topics import ZERO
-from protocol.session import ProxySession, Slot
+from protocol.framing import Frame
+from protocol.session import ProxySession, Slot, WithState
 from protocol.versions import response_module
 
 DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS = (
@@ -183,7 +184,7 @@ class DescribeConfigsHandler(ApiHandler):
         if not errors and not redact:
             forward(session, header, body)
             return
-        forward(session, header, body, _describe_configs_answer, tuple(errors))
+        forward(session, header, body, WithState(_describe_configs_answer, tuple(errors)))
 
     @staticmethod
     def _all_invalid(header, request) -> Any:
@@ -203,9 +204,11 @@ def _describe_error(mod, resource, code: ErrorCode) -> Any:
     )
 
 
-def _describe_configs_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+def _describe_configs_answer(
+    session: ProxySession, slot: Slot, frame: Frame, errors: tuple[Any, ...]
+) -> bytes:
     real = real_addresses(session.config.directory)
-    errors = slot.state
+    errors = errors
 
     def merge(body):
         results = tuple(redact_result(r, real) for r in body.results)
@@ -259,7 +262,7 @@ class AlterConfigsHandler(ApiHandler):
             return
         stripped = reencode_request(frame, header, dataclasses.replace(request, resources=kept))
         keys = tuple((int(r.resource_type), r.resource_name) for r in resources)
-        forward(session, header, stripped, _reassemble_alter_configs, (keys, local))
+        forward(session, header, stripped, WithState(_reassemble_alter_configs, (keys, local)))
 
     def _prevalidate(self, mod, resources: tuple) -> dict[int, Any]:
         """Position -> INVALID_REQUEST answer, for the resources the broker rejects before
@@ -317,9 +320,11 @@ def _alter_result(mod, resource, code: ErrorCode, message: str | None) -> Any:
     return build(mod.AlterConfigsResourceResponse, code, resource, None, {"error_message": message})
 
 
-def _reassemble_alter_configs(session: ProxySession, slot: Slot, frame) -> bytes:
+def _reassemble_alter_configs(
+    session: ProxySession, slot: Slot, frame: Frame, parts: tuple[Any, ...]
+) -> bytes:
     """ConfigAdminManager.reassemble*Response: one answer per request resource, in order."""
-    keys, local = slot.state
+    keys, local = parts
     mod = response_module(slot.api_key, slot.api_version)
 
     def merge(body):
@@ -541,7 +546,7 @@ class DescribeTopicPartitionsHandler(ApiHandler):
             frame = reencode_request(frame, header, request)
         if not request.topics:
             plan = _TopicPlan(header, True, ())
-            forward(session, header, frame, _describe_topic_partitions_answer, plan)
+            forward(session, header, frame, WithState(_describe_topic_partitions_answer, plan))
         else:
             self._named(session, ctx, header, frame, request)
 
@@ -578,7 +583,7 @@ class DescribeTopicPartitionsHandler(ApiHandler):
             )
             frame = reencode_request(frame, header, request)
         plan = _TopicPlan(header, False, tuple(errors))
-        forward(session, header, frame, _describe_topic_partitions_answer, plan)
+        forward(session, header, frame, WithState(_describe_topic_partitions_answer, plan))
 
     @staticmethod
     def _all(header, request, code: ErrorCode) -> Any:
@@ -610,9 +615,11 @@ def _dtp_topic(mod, code: ErrorCode, name: str) -> Any:
     )
 
 
-def _describe_topic_partitions_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+def _describe_topic_partitions_answer(
+    session: ProxySession, slot: Slot, frame: Frame, plan: _TopicPlan
+) -> bytes:
     ctx = session.context
-    plan: _TopicPlan = slot.state
+    plan: _TopicPlan = plan
 
     def merge(body):
         topics = []

@@ -30,6 +30,7 @@ from protocol.enforce.context import NotReady
 from protocol.enforce.peek import peek_produce
 from protocol.enforce.topics import resolve
 from protocol.routing import rewriter_for
+from protocol.session import WithState
 from protocol.versions import response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
@@ -171,8 +172,7 @@ class ProduceHandler(ApiHandler):
             session,
             header,
             reencode_request(frame, header, stripped),
-            merge_rewriter,
-            ("responses", errors),
+            WithState(merge_rewriter, ("responses", errors)),
         )
 
     def _errors(self, header, entries, code) -> tuple:
@@ -237,7 +237,7 @@ class FetchHandler(ApiHandler):
         if v >= 7:
             changes.update(session_id=0, session_epoch=-1, forgotten_topics_data=())
         stripped = reencode_request(frame, header, dataclasses.replace(request, **changes))
-        forward(session, header, stripped, merge_rewriter, ("responses", errors))
+        forward(session, header, stripped, WithState(merge_rewriter, ("responses", errors)))
 
     def _answer_alone(self, session, header, request, topics, code) -> None:
         errors = self._errors(header, topics, code)

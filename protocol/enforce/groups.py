@@ -18,12 +18,14 @@ from protocol.enforce.base import (
     forward_if_cluster,
     merged_response,
     reencode_request,
-    rewriter_for_slot,
+    then_addresses,
 )
 from protocol.enforce.build import build
 from protocol.enforce.context import AuthContext
 from protocol.enforce.data import topic_names
-from protocol.session import ProxySession, Slot
+from protocol.framing import Frame
+from protocol.header import RequestHeader
+from protocol.session import ProxySession, Slot, WithState
 from protocol.versions import response_module
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
@@ -40,9 +42,7 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed
 def _finish_with_rewrite(session: ProxySession, slot: Slot, body: Any) -> bytes:
     from protocol.codec import encode_response
 
-    out = encode_response(slot.correlation_id, body)
-    address = rewriter_for_slot(slot)
-    return address(session, slot, out) if address is not None else out
+    return then_addresses(session, slot, encode_response(slot.correlation_id, body))
 
 
 # ------------------------------------------------------------------------------ OffsetFetch
@@ -86,7 +86,7 @@ class OffsetFetchHandler(ApiHandler):
                 )
             return
         if request.topics is None:
-            forward(session, header, frame, _filter_offset_fetch, None)
+            forward(session, header, frame, _filter_offset_fetch)
             return
         allowed, denied = _split_topics(ctx, header, request.topics)
         if not denied:
@@ -99,7 +99,7 @@ class OffsetFetchHandler(ApiHandler):
         stripped = reencode_request(
             frame, header, dataclasses.replace(request, topics=tuple(allowed))
         )
-        forward(session, header, stripped, _merge_offset_fetch, {None: errors})
+        forward(session, header, stripped, WithState(_merge_offset_fetch, {None: errors}))
 
     # v8+: groups[]
     def _batched(self, session, ctx, header, frame, request):
@@ -143,8 +143,7 @@ class OffsetFetchHandler(ApiHandler):
             session,
             header,
             stripped,
-            _merge_offset_fetch_batched,
-            (tuple(group_errors), topic_errors),
+            WithState(_merge_offset_fetch_batched, (tuple(group_errors), topic_errors)),
         )
 
     @staticmethod
@@ -201,10 +200,9 @@ def _visible(ctx: AuthContext, header, topics) -> tuple:
     return tuple(kept)
 
 
-def _slot_header(slot: Slot):
-    from protocol.header import RequestHeader
-
-    return RequestHeader(slot.api_key, slot.api_version, slot.correlation_id, None, False, 0)
+def _header(slot: Slot) -> RequestHeader:
+    assert slot.header is not None  # a slot answering a request always has its header
+    return slot.header
 
 
 def _filter_offset_fetch(session: ProxySession, slot: Slot, frame) -> bytes:
@@ -212,21 +210,28 @@ def _filter_offset_fetch(session: ProxySession, slot: Slot, frame) -> bytes:
     return merged_response(
         frame,
         slot,
-        lambda b: dataclasses.replace(b, topics=_visible(ctx, _slot_header(slot), b.topics)),
+        lambda b: dataclasses.replace(b, topics=_visible(ctx, _header(slot), b.topics)),
     )
 
 
-def _merge_offset_fetch(session: ProxySession, slot: Slot, frame) -> bytes:
-    errors = slot.state[None]
+def _merge_offset_fetch(
+    session: ProxySession, slot: Slot, frame: Frame, denied: dict[None, tuple[Any, ...]]
+) -> bytes:
+    errors = denied[None]
     return merged_response(
         frame, slot, lambda b: dataclasses.replace(b, topics=tuple(b.topics) + errors)
     )
 
 
-def _merge_offset_fetch_batched(session: ProxySession, slot: Slot, frame) -> bytes:
+def _merge_offset_fetch_batched(
+    session: ProxySession,
+    slot: Slot,
+    frame: Frame,
+    denied: tuple[tuple[Any, ...], dict[str, tuple[Any, ...]]],
+) -> bytes:
     ctx = session.context
-    group_errors, topic_errors = slot.state
-    header = _slot_header(slot)
+    group_errors, topic_errors = denied
+    header = _header(slot)
 
     def merge(body):
         groups = []
@@ -235,17 +240,14 @@ def _merge_offset_fetch_batched(session: ProxySession, slot: Slot, frame) -> byt
             if g.group_id in topic_errors:
                 topics += topic_errors[g.group_id]
             elif g.error_code == ErrorCode.none:
-                topics = _visible(ctx, header, topics) if _asked_all(slot, g.group_id) else topics
+                # groups with explicit topics had their denied topics stripped and recorded;
+                # the others asked for all partitions and are filtered
+                asked_all = g.group_id not in topic_errors
+                topics = _visible(ctx, header, topics) if asked_all else topics
             groups.append(dataclasses.replace(g, topics=topics))
         return dataclasses.replace(body, groups=tuple(groups) + group_errors)
 
     return merged_response(frame, slot, merge)
-
-
-def _asked_all(slot: Slot, group_id: str) -> bool:
-    # groups with explicit topics had their denied topics stripped and recorded; the others
-    # asked for all partitions and are filtered
-    return group_id not in slot.state[1]
 
 
 # -------------------------------------------------------------------------- ListGroups etc.
@@ -266,7 +268,7 @@ class ListGroupsHandler(ApiHandler):
 
 def _filter_groups(session: ProxySession, slot: Slot, frame) -> bytes:
     ctx = session.context
-    header = _slot_header(slot)
+    header = _header(slot)
     return merged_response(
         frame,
         slot,
@@ -312,7 +314,7 @@ def describe_groups(
             frame, header, dataclasses.replace(request, **{handler.array: tuple(allowed)})
         )
     ops = bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
-    forward(session, header, frame, rewrite, (errors, ops))
+    forward(session, header, frame, WithState(rewrite, (errors, ops)))
 
 
 class DescribeGroupsHandler(PerEntry):
@@ -331,9 +333,11 @@ class DescribeGroupsHandler(PerEntry):
         return "`DESCRIBE GROUP[group_id]` per group; v3+ authorized operations computed for the client"
 
 
-def _describe_groups_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+def _describe_groups_answer(
+    session: ProxySession, slot: Slot, frame: Frame, decided: tuple[tuple[Any, ...], bool | None]
+) -> bytes:
     ctx = session.context
-    errors, wants_ops = slot.state
+    errors, wants_ops = decided
 
     def merge(body):
         groups = tuple(body.groups)
@@ -404,7 +408,7 @@ class FindCoordinatorHandler(ApiHandler):
         stripped = reencode_request(
             frame, header, dataclasses.replace(request, coordinator_keys=tuple(allowed))
         )
-        forward(session, header, stripped, _merge_coordinators, errors)
+        forward(session, header, stripped, WithState(_merge_coordinators, errors))
 
     @staticmethod
     def _key_errors(header, keys, code) -> tuple:
@@ -417,13 +421,15 @@ class FindCoordinatorHandler(ApiHandler):
         )
 
 
-def _merge_coordinators(session: ProxySession, slot: Slot, frame) -> bytes:
+def _merge_coordinators(
+    session: ProxySession, slot: Slot, frame: Frame, errors: tuple[Any, ...]
+) -> bytes:
     from protocol.addresses import rewrite_find_coordinator
 
     merged = merged_response(
         frame,
         slot,
-        lambda b: dataclasses.replace(b, coordinators=tuple(b.coordinators) + slot.state),
+        lambda b: dataclasses.replace(b, coordinators=tuple(b.coordinators) + errors),
     )
     return rewrite_find_coordinator(merged, slot.api_version, session.config.directory)
 
@@ -474,10 +480,12 @@ def _group_topics(group) -> set[str]:
     return names
 
 
-def _consumer_group_describe_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+def _consumer_group_describe_answer(
+    session: ProxySession, slot: Slot, frame: Frame, decided: tuple[tuple[Any, ...], bool | None]
+) -> bytes:
     ctx = session.context
-    header = _slot_header(slot)
-    errors, wants_ops = slot.state
+    header = _header(slot)
+    errors, wants_ops = decided
     mod = response_module(slot.api_key, slot.api_version)
 
     def merge(body):

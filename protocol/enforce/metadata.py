@@ -49,8 +49,9 @@ from protocol.enforce.build import build
 from protocol.enforce.context import NOT_REQUESTED, AuthContext, NotReady
 from protocol.enforce.peek import peek_metadata
 from protocol.enforce.topics import ZERO, resolve
+from protocol.framing import Frame
 from protocol.lengths import length_prefix, read_length
-from protocol.session import ProxySession, Slot
+from protocol.session import ProxySession, Slot, WithState
 from protocol.versions import response_class, response_module
 
 DESCRIBE, CREATE = AclOperation.DESCRIBE, AclOperation.CREATE
@@ -111,7 +112,7 @@ class MetadataHandler(ApiHandler):
             return super().__call__(session, header, frame)
         if all(verdict.values()):
             plan = _Plan(header, False, [], set(), False, False)
-            forward(session, header, frame, rewrite_metadata_answer, plan)
+            forward(session, header, frame, WithState(rewrite_metadata_answer, plan))
             return
         self.handle(session, ctx, header, frame, decode_request(frame, header), verdict)
 
@@ -128,7 +129,7 @@ class MetadataHandler(ApiHandler):
         )
         plan = _Plan(header, all_topics, [], set(), topic_ops, cluster_ops)
         if all_topics:
-            forward(session, header, frame, rewrite_metadata_answer, plan)
+            forward(session, header, frame, WithState(rewrite_metadata_answer, plan))
             return
         mod = response_module(header.api_key, v)
         by_ids = v >= 12 and any(getattr(t, "topic_id", None) not in (None, ZERO) for t in topics)
@@ -192,7 +193,7 @@ class MetadataHandler(ApiHandler):
         if len(kept) != len(topics) or changes or by_ids:
             request = dataclasses.replace(request, topics=tuple(kept), **changes)
             frame = reencode_request(frame, header, request)
-        forward(session, header, frame, rewrite_metadata_answer, plan)
+        forward(session, header, frame, WithState(rewrite_metadata_answer, plan))
 
     def _answer_alone(self, session: ProxySession, ctx: AuthContext, header, plan: _Plan) -> bool:
         """Every named topic was refused: answer from the last view of the cluster."""
@@ -287,20 +288,20 @@ def _memoizable(plan: _Plan, v: int) -> bool:
     )
 
 
-def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame: Frame, plan: _Plan) -> bytes:
     """Rewrite the broker's answer for the client; a plain one (see `_memoizable`) is
     remembered by its bytes and replayed, side effects on the shared caches included."""
     v = slot.api_version
     memo = session.config.answers
-    if not _memoizable(slot.state, v) or len(frame) > memo.max_bytes:
-        return _rewrite_answer(session, slot, frame, [])
+    if not _memoizable(plan, v) or len(frame) > memo.max_bytes:
+        return _rewrite_answer(session, slot, frame, plan, [])
     directory = session.config.directory
     body = bytes(frame[8:])
     hit = memo.get((v, getattr(directory, "generation", None), body))
     view: ClusterView = session.context.policy.cluster_view
     if hit is None:
         learned: list = []
-        out = _rewrite_answer(session, slot, frame, learned)
+        out = _rewrite_answer(session, slot, frame, plan, learned)
         # keyed on the generation after the rewrite: advertising may have bound a port
         key = (v, getattr(directory, "generation", None), body)
         memo.put(key, (out[8:], tuple(learned), view.cluster_id, view.controller_id, view.racks))
@@ -312,9 +313,10 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame) -> bytes:
     return _I32.pack(len(rest) + 4) + bytes(frame[4:8]) + rest
 
 
-def _rewrite_answer(session: ProxySession, slot: Slot, frame, learned: list) -> bytes:
+def _rewrite_answer(
+    session: ProxySession, slot: Slot, frame: Frame, plan: _Plan, learned: list
+) -> bytes:
     """The full rewrite; appends the (topic id, name) pairs it fed the id cache to `learned`."""
-    plan: _Plan = slot.state
     ctx: AuthContext = session.context
     v = slot.api_version
     flexible = response_class(3, v).__flexible__

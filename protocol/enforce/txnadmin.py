@@ -32,7 +32,9 @@ from protocol.enforce.base import (
     reencode_request,
 )
 from protocol.enforce.build import build
-from protocol.session import ProxySession, Slot
+from protocol.framing import Frame
+from protocol.header import RequestHeader
+from protocol.session import ProxySession, Slot, WithState
 from protocol.versions import response_module
 
 DESCRIBE = AclOperation.DESCRIBE
@@ -88,12 +90,16 @@ class DescribeTransactionsHandler(ApiHandler):
             body = reencode_request(
                 frame, header, dataclasses.replace(request, transactional_ids=allowed)
             )
-        forward(session, header, body, _describe_transactions_answer, (header, ids, verdict))
+        forward(
+            session, header, body, WithState(_describe_transactions_answer, (header, ids, verdict))
+        )
 
 
-def _describe_transactions_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+def _describe_transactions_answer(
+    session: ProxySession, slot: Slot, frame: Frame, decided: tuple[Any, ...]
+) -> bytes:
     ctx = session.context
-    header, ids, verdict = slot.state
+    header, ids, verdict = decided
     mod = response_module(slot.api_key, slot.api_version)
 
     def visible(state):
@@ -127,12 +133,14 @@ class ListTransactionsHandler(ApiHandler):
         )
 
     def handle(self, session, ctx, header, frame, request):
-        forward(session, header, frame, _list_transactions_answer, header)
+        forward(session, header, frame, WithState(_list_transactions_answer, header))
 
 
-def _list_transactions_answer(session: ProxySession, slot: Slot, frame) -> bytes:
+def _list_transactions_answer(
+    session: ProxySession, slot: Slot, frame: Frame, request_header: RequestHeader
+) -> bytes:
     ctx = session.context
-    header = slot.state
+    header = request_header
 
     def merge(body):
         states = tuple(
