@@ -38,9 +38,10 @@ fuzz: $(TEST_STAMP)  ## long TCP-level fuzz run: FUZZ_CASES (200000), FUZZ_SEED 
 	FUZZ_CASES=$(or $(FUZZ_CASES),200000) FUZZ_SEED=$(or $(FUZZ_SEED),$(shell date +%s)) \
 		$(VENV)/bin/pytest tests/fuzz/test_tcp_fuzz.py -s $(PYTEST_ARGS)
 
-lint: $(TEST_STAMP)  ## ruff format check + lint
+lint: $(TEST_STAMP)  ## ruff format check + lint, mypy (the packages [tool.mypy] lists)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 format: $(TEST_STAMP)  ## ruff format + autofix
 	$(VENV)/bin/ruff format .

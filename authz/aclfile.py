@@ -15,7 +15,15 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from authz.model import FIELDS, AclBinding, InvalidAclError
+from authz.model import (
+    FIELDS,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    InvalidAclError,
+    PatternType,
+    ResourceType,
+)
 
 FORMAT_VERSION = 1
 FIELD_NAMES = frozenset(FIELDS)
@@ -85,7 +93,9 @@ def _entry_hook(strings: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
     return hook
 
 
-def _sort_key(b: AclBinding) -> tuple:
+def _sort_key(
+    b: AclBinding,
+) -> tuple[ResourceType, str, PatternType, str, str, AclOperation, AclPermissionType]:
     return (
         b.resource_type,
         b.resource_name,

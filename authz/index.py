@@ -43,7 +43,7 @@ ALLOW_BITS = {
 }
 DENY_BITS = {op: ALL_BITS if op == _ALL else 1 << op for op in AclOperation}
 
-Row = tuple  # (deny_mask, allow_mask, *bindings)
+Row = tuple[int, int, *tuple[AclBinding, ...]]  # (deny_mask, allow_mask, *bindings)
 Group = dict[tuple[str, str], Row]  # (principal, host) -> row
 PatternKey = tuple[str, PatternType]  # (resource name, LITERAL | PREFIXED)
 

@@ -267,7 +267,7 @@ class AclBinding:
         unknown = sorted(set(data) - _FIELD_NAMES)
         if unknown:
             raise InvalidAclError(unknown[0], f"unknown field {unknown[0]!r}")
-        values = []
+        values: list[Any] = []  # the fields in order, each a str or its enum as FIELDS says
         for field, enum in FIELDS.items():
             if field not in data:
                 raise InvalidAclError(field, "missing field")

@@ -79,8 +79,8 @@ def authorize_by_resource_type(
     acls = list(acls)
     if authorize(acls, principal, host, op, rtype, "hardcode", super_users, allow_everyone)[0]:
         return True
-    deny = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
-    allow = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+    deny: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+    allow: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
     wildcard_allow = False
     for a in acls:
         if a.resource_type != rtype:

@@ -231,7 +231,11 @@ def load_ca(out: str | os.PathLike[str]) -> tuple[x509.Certificate, PrivateKey]:
         raise PkiError(f"cannot load the CA from {directory}: {e}") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise PkiError(f"{key_path}: unsupported key type")
-    if key.public_key().public_numbers() != cert.public_key().public_numbers():
+    public = cert.public_key()
+    if (
+        not isinstance(public, ec.EllipticCurvePublicKey | rsa.RSAPublicKey)
+        or key.public_key().public_numbers() != public.public_numbers()
+    ):
         raise PkiError(f"{key_path} does not belong to {cert_path}")
     return cert, key
 

@@ -192,7 +192,9 @@ def propose(obs: Observations, min_prefix: int = 3, super_users: tuple[str, ...]
     missed = [k for k, d in _decide(acls, obs.allowed, super_users) if not d.allowed]
     if missed:  # a bug in build(), never a property of the input
         raise AssertionError(f"proposal denies observed allowed requests: {missed[:5]}")
-    conflicts = [{"request": k._asdict(), "why": why} for k, why in sorted(unresolvable.items())]
+    conflicts: list[dict[str, object]] = [
+        {"request": k._asdict(), "why": why} for k, why in sorted(unresolvable.items())
+    ]
     return Proposal(acls, conflicts, recognise_shapes(acls), iterations)
 
 
@@ -206,7 +208,7 @@ def recognise_shapes(acls: list[dict]) -> dict[str, dict[str, object]]:
         by_principal[a["principal"]][(a["resource_type"], a["operation"])].append(
             a["resource_name"] + star
         )
-    out = {}
+    out: dict[str, dict[str, object]] = {}
     for principal, grants in sorted(by_principal.items()):
         reads = grants.get(("TOPIC", "READ"), [])
         writes = grants.get(("TOPIC", "WRITE"), [])

@@ -98,6 +98,7 @@ def totals(base: DataFrame) -> dict[str, Any]:
         F.countDistinct("resource_type", "resource_name").alias("resources"),
         F.countDistinct(*KEY_FIELDS).alias("decision_keys"),
     ).first()
+    assert distinct is not None  # an aggregate without grouping has exactly one row
 
     def total(rows: list, column: str = "events") -> int:
         return sum(r[column] for r in rows)

@@ -7,6 +7,7 @@ ticket or opened from an air-gapped box and still show its charts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from html import escape
 from typing import Any
 
@@ -59,7 +60,7 @@ def _tiles(items: Iterable[tuple[str, Any, str]]) -> str:
 
 
 def _table(
-    headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: set[int] = frozenset()
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: AbstractSet[int] = frozenset()
 ) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []

@@ -197,6 +197,7 @@ def line_stats(data: AuditData) -> dict[str, Any]:
         F.min(F.when(good, F.unix_micros(F.coalesce("ts_first", "ts")))).alias("first"),
         F.max(F.when(good, F.unix_micros("ts"))).alias("last"),
     ).first()
+    assert row is not None  # an aggregate without grouping has exactly one row
     return {
         "lines": row["lines"],
         "blank": row["blank"],

@@ -39,7 +39,7 @@ def is_local(master: str | None) -> bool:
 
 def _loopback_master(master: str | None) -> bool:
     """A local master, or a cluster whose master listens on this machine's loopback."""
-    if is_local(master):
+    if master is None or is_local(master):
         return True
     host = master.split("://", 1)[-1].split(":", 1)[0].split("/", 1)[0]
     return host in ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -183,7 +183,9 @@ def ship_packages(spark: SparkSession, packages: Sequence[str] = ("authz", "pipe
     os.close(handle)
     with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as archive:
         for package in packages:
-            root = Path(importlib.import_module(package).__file__).parent
+            init = importlib.import_module(package).__file__
+            assert init is not None  # aclgate's packages are regular ones, with an __init__.py
+            root = Path(init).parent
             for path in sorted(root.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:
                     archive.write(path, Path(package, path.relative_to(root)))

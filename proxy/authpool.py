@@ -18,6 +18,7 @@ Everything but the hashing itself runs on the event loop thread: no locks.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -85,7 +86,7 @@ class FairHashPool:
                 del queues[source]
             self.running += 1
             future = self.executor.submit(fn)
-            future.add_done_callback(lambda f, done=done: self._back(loop, done, f))
+            future.add_done_callback(functools.partial(self._back, loop, done))
 
     def _back(
         self, loop: asyncio.AbstractEventLoop, done: Callable[[Any], None], f: Future

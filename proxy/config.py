@@ -706,8 +706,11 @@ def _convert(f: dataclasses.Field, value: Any, origin: str) -> Any:
                 items = [value]
             if f.name == "upstream":  # Kafka's bootstrap.servers style: k1:9092,k2:9092
                 items = [part for item in items for part in str(item).split(",") if part.strip()]
-            parsed = [parse(str(item)) if parse else item for item in items]
-            return dict(parsed) if isinstance(f.default_factory(), dict) else parsed
+            parsed: list[Any] = [parse(str(item)) if parse else item for item in items]
+            as_dict = f.default_factory is not dataclasses.MISSING and isinstance(
+                f.default_factory(), dict
+            )
+            return dict(parsed) if as_dict else parsed
         if value is None:
             return None
         if f.metadata["boolean"]:

@@ -60,12 +60,14 @@ class UpstreamProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.conn.activity += 1
         reauth = self.reauth
+        session = self.conn.session
+        assert session is not None  # a connection without a session never opens upstream
         if reauth is None:
-            self.conn.session.upstream_data(data)
+            session.upstream_data(data)
         elif reauth.active:
             reauth.feed(data)
         else:
-            self.conn.session.upstream_data(data)
+            session.upstream_data(data)
             if reauth.due:
                 reauth.maybe_start()
 
@@ -162,7 +164,9 @@ class ClientConnection(asyncio.Protocol):
         elif security.trusted_proxies and peer and is_trusted(peer[0], security.trusted_proxies):
             self._proxy_header = bytearray()
         if security.sasl:
-            saslgate.install(self.session, self.server.sasl_config)
+            sasl_config = self.server.sasl_config
+            assert sasl_config is not None  # the server builds it for SASL listeners
+            saslgate.install(self.session, sasl_config)
         # No upstream connection yet: it opens when the first request must be forwarded
         # (write_upstream), so silent or unauthenticated clients never reach the cluster.
 
@@ -243,8 +247,11 @@ class ClientConnection(asyncio.Protocol):
             return "User:ANONYMOUS"
         from proxy.tls import peer_certificate
 
+        transport, mapper = self.transport, security.mapper
+        # called from connection_made; an SSL listener's security always has a mapper
+        assert transport is not None and mapper is not None
         return principal_for_connection(
-            peer_certificate(self.transport.get_extra_info("ssl_object")), security.mapper
+            peer_certificate(transport.get_extra_info("ssl_object")), mapper
         )
 
     def context(self, principal: str) -> AuthContext:
@@ -299,20 +306,25 @@ class ClientConnection(asyncio.Protocol):
             data = self._take_proxy_header(data)
             if not data:
                 return
-        self.session.client_data(data)
+        session = self.session
+        assert session is not None  # a refused connection is closed before it reads
+        session.client_data(data)
 
     def _take_proxy_header(self, data: bytes) -> bytes:
         """Collect and apply the PROXY header; returns the Kafka bytes that follow it."""
-        self._proxy_header += data
+        collected = self._proxy_header
+        assert collected is not None  # called only while a header is expected
+        collected += data
         try:
-            header = parse_proxy_header(self._proxy_header)
+            header = parse_proxy_header(collected)
         except ProxyProtocolError as exc:
             self.close(f"bad PROXY protocol header: {exc}", "proxy_protocol")
             return b""
         if isinstance(header, NeedMore):
             return b""
-        rest = bytes(self._proxy_header[header.consumed :])
+        rest = bytes(collected[header.consumed :])
         self._proxy_header = None
+        assert self.transport is not None and self.session is not None  # as in data_received
         peer = self.transport.get_extra_info("peername")
         source = header.effective_source(peer)
         self.session.context.host = java_host_string(source[0])
@@ -346,12 +358,11 @@ class ClientConnection(asyncio.Protocol):
 
     async def _connect_upstream(self) -> None:
         errors = []
-        transport = protocol = None
-        lifetime_ms = 0
+        opened: tuple[asyncio.Transport, UpstreamProtocol, int] | None = None
         try:
             for host, port in await self.server.upstream_candidates(self.node_id):
                 try:
-                    transport, protocol, lifetime_ms = await self.server.connector.open(
+                    opened = await self.server.connector.open(
                         host, port, lambda: UpstreamProtocol(self)
                     )
                     break
@@ -362,13 +373,14 @@ class ClientConnection(asyncio.Protocol):
             raise
         except Exception as exc:
             errors.append(repr(exc))
-        if transport is None:
+        if opened is None:
             what = "a bootstrap server" if self.node_id is None else f"broker {self.node_id}"
             why = f"cannot reach {what} upstream: {'; '.join(errors)}"
             if self.node_id is None:
                 self.server.upstream_unreachable(why)
             self.close(why, "upstream_unreachable")
             return
+        transport, protocol, lifetime_ms = opened
         if self.closed:
             # closed while connecting (e.g. an acks=0 denial): what the client sent before
             # the close still reaches the broker, as it would have on a direct connection
@@ -402,7 +414,9 @@ class ClientConnection(asyncio.Protocol):
     # SessionIO ---------------------------------------------------------------------
 
     def write_client(self, data: bytes | memoryview) -> None:
-        self.transport.write(data)
+        transport = self.transport
+        assert transport is not None  # the session exists only after connection_made
+        transport.write(data)
 
     def write_upstream(self, data: bytes | memoryview) -> None:
         if self.upstream is None:  # not connected yet: the first request opens the connection
@@ -481,9 +495,13 @@ class ClientConnection(asyncio.Protocol):
             transport.resume_reading()
 
     def _teardown(self) -> None:
-        connecting = self._connect_task is not None and not self._connect_task.done()
-        if connecting and not (self._early and self._deliver_early):
-            self._connect_task.cancel()  # nothing the broker must still get: give up
+        connecting = self._connect_task
+        if (
+            connecting is not None
+            and not connecting.done()
+            and not (self._early and self._deliver_early)
+        ):
+            connecting.cancel()  # nothing the broker must still get: give up
         if self._reauth is not None:
             self._reauth.cancel()
         if self.upstream is not None:

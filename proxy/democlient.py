@@ -60,14 +60,15 @@ def main(argv: list[str] | None = None) -> int:
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error():
-                print(f"error: {msg.error()}", file=sys.stderr)
-                if msg.error().fatal() or "AUTHORIZATION" in msg.error().name():
+            error = msg.error()
+            if error:
+                print(f"error: {error}", file=sys.stderr)
+                if error.fatal() or "AUTHORIZATION" in error.name():
                     return 1
                 continue
-            print(
-                f"{msg.topic()}[{msg.partition()}]@{msg.offset()}: {msg.value().decode(errors='replace')}"
-            )
+            value = msg.value()
+            text = value.decode(errors="replace") if value is not None else "(null)"
+            print(f"{msg.topic()}[{msg.partition()}]@{msg.offset()}: {text}")
             count += 1
             last = time.monotonic()
     finally:

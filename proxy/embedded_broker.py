@@ -93,7 +93,7 @@ class TansuBroker:
                     start_new_session=True,
                 )
             finally:
-                if out is not subprocess.DEVNULL:
+                if not isinstance(out, int):  # an open log file, not subprocess.DEVNULL
                     out.close()
             deadline = time.monotonic() + self.start_timeout
             while time.monotonic() < deadline:

@@ -77,7 +77,7 @@ def remove_stale_temporaries(path: Path) -> list[str]:
     """
     path = Path(path)
     prefix = f".{path.name}."
-    removed = []
+    removed: list[str] = []
     try:
         entries = os.scandir(path.parent)
     except OSError:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlencode
 
 from proxy.httpclient import HttpError, https_context, request
@@ -125,10 +125,10 @@ class ClientCredentialsToken:
         cached, now = self._token, self._clock()
         if cached is not None and now < cached.refresh_at:
             return cached.value
-        valid = cached is not None and now < cached.expires_at
+        valid = cached if cached is not None and now < cached.expires_at else None
         if self._monotonic() < self._retry_at:  # the endpoint failed a moment ago
-            if valid:
-                return cached.value
+            if valid is not None:
+                return valid.value
             raise TokenEndpointError(f"no OAuth token: {self._last_error}")
         if self._inflight is None:
             task = asyncio.get_running_loop().create_task(self._fetch_once())
@@ -137,8 +137,8 @@ class ClientCredentialsToken:
         try:
             return (await asyncio.shield(self._inflight)).value
         except TokenEndpointError:
-            if valid and self._clock() < cached.expires_at:
-                return cached.value
+            if valid is not None and self._clock() < valid.expires_at:
+                return valid.value
             raise
 
     async def _fetch_once(self) -> AccessToken:
@@ -237,5 +237,5 @@ def _lifetime(token: str, expires_in: Any, received: float) -> tuple[float, floa
     return received, None
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -221,9 +221,9 @@ def build_listener_security(config: ProxyConfig, metrics: Any = None) -> Listene
     try:
         tls = None
         if protocol in ("SSL", "SASL_SSL"):
-            tls = ReloadingTlsContext(
-                config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
-            )
+            certfile, keyfile = config.ssl_certfile, config.ssl_keyfile
+            assert certfile is not None and keyfile is not None  # ProxyConfig.validate
+            tls = ReloadingTlsContext(certfile, keyfile, config.ssl_cafile, config.ssl_client_auth)
         mapper = (
             SslPrincipalMapper.from_rules(config.ssl_principal_mapping_rules)
             if protocol == "SSL"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -15,9 +17,10 @@ from authz.authorizer import Authorizer
 from authz.model import ResourceType
 from protocol.apiversions import unsupported_version_response
 from protocol.enforce.context import Policy
+from protocol.enforce.cursor import KEY_SIZE, CursorSeal
 from protocol.enforce.table import advertised_versions, handlers
-from protocol.saslgate import SASL_VERSIONS
-from protocol.session import SessionConfig
+from protocol.saslgate import SaslListenerConfig
+from protocol.session import RequestHandler, SessionConfig
 from protocol.versions import KIO_RANGES, api_name, request_class, response_class
 from proxy.aclstore import AclFileWatcher
 from proxy.audit import AuditLog
@@ -109,10 +112,17 @@ class ProxyServer:
             authorizer=self.authorizer,
             mode=config.mode,
             sink=self.recorder,
+            # one key per process: a sealed cursor opens on every listener, not after a restart
+            cursors=CursorSeal(os.urandom(KEY_SIZE)),
         )
         allowed = advertised_versions(config.api_version_cap)
         #: what the proxy itself can serve; `allowed` is narrowed to the cluster's ranges
         self._own_versions = dict(allowed)
+        #: the version maps the sessions read, narrowed in place, each with what the proxy
+        #: adds to the cluster's ranges
+        self._narrowed_maps: list[
+            tuple[dict[int, tuple[int, int]], Mapping[int, tuple[int, int]]]
+        ] = [(allowed, {})]
         self.directory = NodeDirectory(
             bind_host=config.listen[0],
             client_host=config.client_host,
@@ -131,7 +141,7 @@ class ProxyServer:
                 corr, allowed[18][1]
             ),
         )
-        self.sasl_config = None
+        self.sasl_config: SaslListenerConfig | None = None
         if self.security.sasl:
             self._configure_sasl(allowed)
 
@@ -139,10 +149,12 @@ class ProxyServer:
         """SASL listeners: the pre-authentication gate, then the full table plus re-auth."""
         from protocol import saslgate
 
-        after = dict(handlers())
+        after: dict[int, RequestHandler] = dict(handlers())
         after[saslgate.SASL_HANDSHAKE] = saslgate._handshake
         after[saslgate.SASL_AUTHENTICATE] = saslgate._authenticate
         self.session_config.own_api_versions = saslgate.SASL_VERSIONS
+        versions_after = {**allowed, **saslgate.SASL_VERSIONS}
+        self._narrowed_maps.append((versions_after, saslgate.SASL_VERSIONS))
         self.sasl_config = saslgate.SaslListenerConfig(
             mechanisms=self.security.sasl_mechanisms,
             new_server=self.security.new_sasl_server,
@@ -151,7 +163,7 @@ class ProxyServer:
             **self.security.sasl_settings(),  # failed-authentication delay, per-principal limit
             pre_auth_versions=lambda: self._pre_auth_versions(allowed),
             handlers_after=after,
-            versions_after={**allowed, **saslgate.SASL_VERSIONS},
+            versions_after=versions_after,
         )
 
     def _narrow_to_cluster(self) -> None:
@@ -171,14 +183,10 @@ class ProxyServer:
                 narrowed[key] = (lo, hi)
         if narrowed == self.session_config.allowed_versions:
             return
-        for versions, own in (
-            (self.session_config.allowed_versions, {}),
-            (self.sasl_config.versions_after if self.sasl_config else None, SASL_VERSIONS),
-        ):
-            if versions is not None:
-                versions.clear()
-                versions.update(narrowed)
-                versions.update(own)
+        for versions, own in self._narrowed_maps:
+            versions.clear()
+            versions.update(narrowed)
+            versions.update(own)
 
     def _pre_auth_versions(self, allowed: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """What ApiVersions announces before SASL: the proxy's ranges within the cluster's."""
@@ -200,7 +208,7 @@ class ProxyServer:
     def _load_policy(self) -> None:
         """ACLs are in force before the first client is accepted (Kafka's early-start rule)."""
         if self.watcher is not None:
-            if self.config.acl_file.exists() or not self.config.acl_file_missing_ok:
+            if self.watcher.path.exists() or not self.config.acl_file_missing_ok:
                 self.watcher.reload_once(strict=True)
             else:
                 log.warning(
@@ -257,7 +265,7 @@ class ProxyServer:
                 window=self.config.audit_window,
             )
             self.recorder.audit = self.audit
-            self._tasks.append(loop.create_task(self._audit_ticker()))
+            self._tasks.append(loop.create_task(self._audit_ticker(self.audit)))
         if self.watcher is not None:
             self.watcher.start()
         # Reserve the actual bootstrap port (it may have been 0 = ephemeral).
@@ -343,10 +351,10 @@ class ProxyServer:
             if self._creation_rate is not None and len(self._creation_rate) > 10_000:
                 self._creation_rate.prune()
 
-    async def _audit_ticker(self) -> None:
+    async def _audit_ticker(self, audit: AuditLog) -> None:
         while True:
             await asyncio.sleep(min(1.0, self.config.audit_window))
-            self.audit.tick()
+            audit.tick()
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -472,11 +480,13 @@ class ProxyServer:
             self.metrics.errors.labels("proxy_protocol").inc()
             log.warning("refused connection from %s: %s", peer, why)
 
+        ssl_context = self.security.ssl_context
+        assert ssl_context is not None  # headers before TLS: only on TLS listeners
         task = asyncio.get_running_loop().create_task(
             serve_with_proxy_header(
                 sock,
                 lambda source: ClientConnection(self, listener, node_id, source, pre_accepted=True),
-                self.security.ssl_context,
+                ssl_context,
                 self.security.trusted_proxies,
                 refused,
             )
@@ -517,11 +527,13 @@ class ProxyServer:
             self.metrics.errors.labels("fd_limit").inc()
             self.log_refusal("fd_limit", f"cannot accept a connection on {listener}: {exc!r}")
 
+        ssl_context = self.security.ssl_context
+        assert ssl_context is not None  # called for TLS listeners only
         task = asyncio.get_running_loop().create_task(
             serve_tls(
                 sock,
                 lambda: ClientConnection(self, listener, node_id),
-                self.security.ssl_context,
+                ssl_context,
                 handshake_timeout=lambda: self.security.tls_handshake_timeout,
                 on_failed=self.security.tls_handshake_failed,
                 on_accept_error=accept_failed,

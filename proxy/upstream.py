@@ -16,13 +16,14 @@ import socket
 import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar, cast
 
 from protocol.codec import decode_response, encode_request
 from protocol.versions import KIO_RANGES
 
 log = logging.getLogger("aclgate.upstream")
 _SIZE = struct.Struct(">i")
+P = TypeVar("P", bound=asyncio.Protocol)
 METADATA, API_VERSIONS = 3, 18
 
 
@@ -117,13 +118,14 @@ class UpstreamConnector:
         return self.security is not None and self.security.protocol.startswith("SASL")
 
     async def open(
-        self, host: str, port: int, protocol_factory: Callable[[], asyncio.Protocol]
-    ) -> tuple[asyncio.Transport, asyncio.Protocol, int]:
+        self, host: str, port: int, protocol_factory: Callable[[], P]
+    ) -> tuple[asyncio.Transport, P, int]:
         """A connection for a client's traffic; also returns the SASL session lifetime the
         cluster granted in ms (0: none, or not SASL)."""
         if self.sasl:
             _reader, writer, lifetime_ms = await self.open_stream(host, port)
-            transport = writer.transport
+            # typed WriteTransport, but a stream's transport is a full (readable) Transport
+            transport = cast(asyncio.Transport, writer.transport)
             protocol = protocol_factory()
             transport.set_protocol(protocol)  # nothing is pending: the broker waits for us
             # A StreamWriter closes its transport when it is garbage-collected
@@ -200,7 +202,7 @@ class ControlClient:
         self._correlation = itertools.count(1)
         self._next_server = 0
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self) -> UpstreamStream:
         errors = []
         for i in range(len(self.bootstrap)):
             host, port = self.bootstrap[(self._next_server + i) % len(self.bootstrap)]
@@ -270,7 +272,7 @@ class ControlClient:
         version = self.version_for(METADATA)
         cls = request_class(METADATA, version)
         mod = sys.modules[cls.__module__]
-        fields = {
+        fields: dict[str, object] = {
             "topics": None
             if topics is None
             else tuple(

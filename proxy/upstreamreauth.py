@@ -63,7 +63,8 @@ class UpstreamReauthenticator:
 
     def maybe_start(self) -> None:
         """Called when due and after each upstream read: start once the broker owes nothing."""
-        if self.due and not self.active and self.conn.session.upstream_idle:
+        session = self.conn.session
+        if self.due and not self.active and session is not None and session.upstream_idle:
             self.active = True
             self._task = asyncio.ensure_future(self._run())
 
@@ -90,8 +91,9 @@ class UpstreamReauthenticator:
             )
             return
         self.schedule(lifetime_ms)
-        if not self.conn.closed:
-            self.conn.session.release()  # the held requests go out now, in order
+        session = self.conn.session
+        if not self.conn.closed and session is not None:
+            session.release()  # the held requests go out now, in order
 
     async def _roundtrip(self, body: Any) -> Any:
         self._ids += 1

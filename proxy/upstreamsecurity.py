@@ -127,6 +127,7 @@ class UpstreamSecurity:
         if self.mechanism == "OAUTHBEARER":
             assert self.token is not None
             return OAuthBearerSaslClient(await self.token.token())
+        assert self.mechanism is not None  # ProxyConfig.validate: SASL needs a mechanism
         assert self.password is not None and self.username is not None
         return create_client(self.mechanism, self.username, self.password.current())
 
@@ -144,19 +145,24 @@ def build_upstream_security(config: ProxyConfig) -> UpstreamSecurity:
             )
         password = token = None
         if protocol.startswith("SASL") and config.upstream_sasl_mechanism == "OAUTHBEARER":
+            url = config.upstream_sasl_oauthbearer_token_endpoint_url
+            client_id = config.upstream_sasl_oauthbearer_client_id
+            secret_file = config.upstream_sasl_oauthbearer_client_secret_file
+            # ProxyConfig.validate requires all three for an OAUTHBEARER upstream
+            assert url is not None and client_id is not None and secret_file is not None
             token = ClientCredentialsToken(
-                config.upstream_sasl_oauthbearer_token_endpoint_url,
-                config.upstream_sasl_oauthbearer_client_id,
-                SecretFile(
-                    config.upstream_sasl_oauthbearer_client_secret_file, "client secret file"
-                ),
+                url,
+                client_id,
+                SecretFile(secret_file, "client secret file"),
                 scope=config.upstream_sasl_oauthbearer_scope,
                 ssl_context=https_context(config.upstream_sasl_oauthbearer_ssl_cafile),
                 timeout=config.connect_timeout,
                 refresh_window_factor=config.upstream_sasl_login_refresh_window_factor,
             )
         elif protocol.startswith("SASL"):
-            password = SecretFile(config.upstream_sasl_password_file, "password file")
+            password_file = config.upstream_sasl_password_file
+            assert password_file is not None  # ProxyConfig.validate requires it for SASL
+            password = SecretFile(password_file, "password file")
     except (TlsConfigError, OSError, ValueError, ssl.SSLError) as exc:
         raise ConfigError(f"upstream security: {exc}") from exc
     return UpstreamSecurity(

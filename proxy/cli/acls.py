@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from authz import text
 from authz.aclfile import AclFileError
@@ -69,7 +69,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     # kafka-acls exits 1 on every usage error, argparse's own included.
     parser.error = lambda message: _usage_exit(parser, message)  # type: ignore[method-assign]
     parser.set_defaults(_parser=parser)
-    many = {"action": "append", "default": None}
+    many: dict[str, Any] = {"action": "append", "default": None}  # add_argument keywords
     add = parser.add_argument
     add("--acl-file", metavar="PATH", help="the ACL file to change or list (created by --add)")
     for name in ("--bootstrap-server", "--bootstrap-controller", "--command-config"):
@@ -253,13 +253,17 @@ def _print_block(title: str, resource: Resource, found: Iterable[Entry]) -> None
 
 
 def _binding(resource: Resource, entry: Entry) -> AclBinding:
-    return AclBinding(*resource, *entry)
+    rtype, name, pattern = resource
+    principal, host, operation, permission = entry
+    return AclBinding(rtype, name, pattern, principal, host, operation, permission)
 
 
 def _filter(resource: Resource, entry: Entry | None) -> AclBindingFilter:
     if entry is None:
         return AclBindingFilter(*resource)
-    return AclBindingFilter(*resource, *entry)
+    rtype, name, pattern = resource
+    principal, host, operation, permission = entry
+    return AclBindingFilter(rtype, name, pattern, principal, host, operation, permission)
 
 
 def _confirm(args: argparse.Namespace, message: str) -> bool:

@@ -115,6 +115,7 @@ async def _run(config: ProxyConfig, workdir: Path) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await server.start()
+    assert server.bootstrap_address is not None  # start() has bound the bootstrap listener
     host, port = server.bootstrap_address
     metrics = "{}:{}".format(*server.metrics_address) if server.metrics_address else "(off)"
     print(banner(f"{host}:{port}", metrics, workdir), flush=True)
