@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from authz.authorizer import Authorizer, AuthorizerNotReadyError
 from authz.decision import Decision
 from authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.enforce.topics import TopicIdCache
 from protocol.header import RequestHeader
 
 ENFORCE = "enforce"
@@ -50,6 +51,19 @@ class NotReady(Exception):
 
 
 @dataclass
+class ClusterView:
+    """What the proxy last saw of the cluster, to answer a Metadata request alone
+    (protocol/enforce/metadata.py)."""
+
+    cluster_id: str | None = None
+    controller_id: int = -1
+    racks: dict[int, str | None] = field(default_factory=dict)
+
+    def seen(self) -> bool:
+        return bool(self.racks)
+
+
+@dataclass
 class Policy:
     """What every connection of a listener shares: the authorizer, the mode, the sink."""
 
@@ -57,20 +71,11 @@ class Policy:
     mode: str = ENFORCE
     sink: DecisionSink = field(default_factory=_NoSink)
     #: topic id -> name, shared by every connection to this cluster
-    topic_ids: Any = None
+    topic_ids: TopicIdCache = field(default_factory=TopicIdCache)
     #: the last view of the cluster, to answer Metadata alone (protocol.enforce.metadata)
-    cluster_view: Any = None
+    cluster_view: ClusterView = field(default_factory=ClusterView)
     #: optional conformance switches; see docs/apis.md
     options: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        from protocol.enforce.metadata import ClusterView
-        from protocol.enforce.topics import TopicIdCache
-
-        if self.topic_ids is None:
-            self.topic_ids = TopicIdCache()
-        if self.cluster_view is None:
-            self.cluster_view = ClusterView()
 
     @property
     def enforcing(self) -> bool:

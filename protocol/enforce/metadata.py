@@ -46,7 +46,7 @@ from protocol.codec import (
 from protocol.effects import AutoCreateTopics
 from protocol.enforce.base import ApiHandler, forward, reencode_request
 from protocol.enforce.build import build
-from protocol.enforce.context import NOT_REQUESTED, AuthContext, NotReady
+from protocol.enforce.context import NOT_REQUESTED, AuthContext, ClusterView, NotReady
 from protocol.enforce.peek import peek_metadata
 from protocol.enforce.topics import ZERO, resolve
 from protocol.framing import Frame
@@ -58,18 +58,6 @@ DESCRIBE, CREATE = AclOperation.DESCRIBE, AclOperation.CREATE
 TOPIC = ResourceType.TOPIC
 _I32 = struct.Struct(">i")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-
-
-@dataclasses.dataclass
-class ClusterView:
-    """What the proxy last saw of the cluster, to answer a Metadata request alone."""
-
-    cluster_id: str | None = None
-    controller_id: int = -1
-    racks: dict[int, str | None] = dataclasses.field(default_factory=dict)
-
-    def seen(self) -> bool:
-        return bool(self.racks)
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from authz.model import AclOperation, ResourceType
+from protocol.apikeys import ApiKey
 from protocol.enforce.admin import CreateTopicsHandler, DeleteTopicsHandler, DescribeClusterHandler
 from protocol.enforce.base import ApiHandler, Check, PerEntry, Unchecked, Whole
 from protocol.enforce.configs import (
@@ -63,11 +64,17 @@ def txn(op: AclOperation) -> Check:
     return Check(op, Res.TRANSACTIONAL_ID, _txn, doc_name="transactional_id")
 
 
+    """One API: the request versions it is served at, and how it is authorized.
+
+    `versions` are the versions whose checks this row was written and tested for; a newer
+    version (say, after a kio upgrade) is not served until someone adds it here, since a new
+    version can carry new resources (fail closed). The range is also clipped to what kio
+    parses and to operator caps (`advertised_versions`)."""
+
+    versions: tuple[int, int]
 @dataclass(frozen=True)
 class Row:
     handler: ApiHandler
-    #: highest version served, when lower than what kio parses (with the reason in `note`)
-    max_version: int | None = None
     note: str = ""
 
 
@@ -79,68 +86,85 @@ def per_topic(
     )
 
 
-TABLE: dict[int, Row] = {
-    0: Row(ProduceHandler()),
-    1: Row(FetchHandler()),
-    2: Row(
-        per_topic(Op.DESCRIBE), note="offset, timestamp and leader epoch -1 on denied partitions"
+TABLE: dict[ApiKey, Row] = {
+    ApiKey.PRODUCE: Row((3, 13), ProduceHandler()),
+    ApiKey.FETCH: Row((4, 18), FetchHandler()),
+    ApiKey.LIST_OFFSETS: Row(
+        (1, 11),
+        per_topic(Op.DESCRIBE),
+        note="offset, timestamp and leader epoch -1 on denied partitions",
     ),
-    3: Row(MetadataHandler()),
-    8: Row(
+    ApiKey.METADATA: Row((0, 13), MetadataHandler()),
+    ApiKey.OFFSET_COMMIT: Row(
+        (2, 10),
         per_topic(Op.READ, pre=(group(Op.READ),)),
         note="group denied: every partition 30; topic denied: its partitions 29",
     ),
-    9: Row(OffsetFetchHandler()),
-    10: Row(FindCoordinatorHandler()),
-    11: Row(Whole((group(Op.READ),))),
-    12: Row(Whole((group(Op.READ),))),
-    13: Row(
+    ApiKey.OFFSET_FETCH: Row((1, 10), OffsetFetchHandler()),
+    ApiKey.FIND_COORDINATOR: Row((0, 6), FindCoordinatorHandler()),
+    ApiKey.JOIN_GROUP: Row((0, 9), Whole((group(Op.READ),))),
+    ApiKey.HEARTBEAT: Row((0, 4), Whole((group(Op.READ),))),
+    ApiKey.LEAVE_GROUP: Row(
+        (0, 5),
         Whole((group(Op.READ),), overrides={"members": ()}),
         note="denied: top-level 30, no member results (v3+), as LeaveGroupRequest.getErrorResponse",
     ),
-    14: Row(Whole((group(Op.READ),))),
-    15: Row(DescribeGroupsHandler()),
-    16: Row(ListGroupsHandler()),
-    18: Row(Unchecked(why="before authentication; the answer is trimmed to what the proxy serves")),
-    19: Row(CreateTopicsHandler()),
-    20: Row(DeleteTopicsHandler()),
-    21: Row(per_topic(Op.DELETE), note="low watermark -1 on denied partitions"),
-    22: Row(InitProducerIdHandler()),
-    23: Row(
+    ApiKey.SYNC_GROUP: Row((0, 5), Whole((group(Op.READ),))),
+    ApiKey.DESCRIBE_GROUPS: Row((0, 6), DescribeGroupsHandler()),
+    ApiKey.LIST_GROUPS: Row((0, 5), ListGroupsHandler()),
+    ApiKey.API_VERSIONS: Row(
+        (0, 4),
+        Unchecked(why="before authentication; the answer is trimmed to what the proxy serves"),
+    ),
+    ApiKey.CREATE_TOPICS: Row((2, 7), CreateTopicsHandler()),
+    ApiKey.DELETE_TOPICS: Row((1, 6), DeleteTopicsHandler()),
+    ApiKey.DELETE_RECORDS: Row(
+        (0, 2), per_topic(Op.DELETE), note="low watermark -1 on denied partitions"
+    ),
+    ApiKey.INIT_PRODUCER_ID: Row((0, 6), InitProducerIdHandler()),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Row(
+        (2, 4),
         per_topic(
             Op.DESCRIBE,
             name=lambda t: t.topic,
             shortcut=cluster(Op.CLUSTER_ACTION, log_if_denied=False),
             doc_name="topic",
-        )
+        ),
     ),
-    24: Row(AddPartitionsToTxnHandler()),
-    25: Row(Whole((txn(Op.WRITE), group(Op.READ)))),
-    26: Row(Whole((txn(Op.WRITE),))),
-    28: Row(
+    ApiKey.ADD_PARTITIONS_TO_TXN: Row((0, 5), AddPartitionsToTxnHandler()),
+    ApiKey.ADD_OFFSETS_TO_TXN: Row((0, 4), Whole((txn(Op.WRITE), group(Op.READ)))),
+    ApiKey.END_TXN: Row((0, 5), Whole((txn(Op.WRITE),))),
+    ApiKey.TXN_OFFSET_COMMIT: Row(
+        (0, 5),
         per_topic(Op.READ, pre=(txn(Op.WRITE), group(Op.READ))),
         note="transactional id or group denied: every partition 53 or 30",
     ),
-    32: Row(
+    ApiKey.DESCRIBE_CONFIGS: Row(
+        (1, 4),
         DescribeConfigsHandler(),
         note="BROKER config values holding addresses (`listeners`, `advertised.listeners`, "
         "`*.listeners` and `listener.name.*` with a host:port, `controller.quorum.voters`, "
         "`controller.quorum.bootstrap.servers`, any value naming a real broker's host:port) come "
         "back as Kafka shows sensitive configs: value null, is_sensitive true, synonyms' values null",
     ),
-    33: Row(
+    ApiKey.ALTER_CONFIGS: Row(
+        (0, 2),
         AlterConfigsHandler(incremental=False),
         note="The broker's stateful pre-validation (BROKER resource name = this node, broker "
         "config values) cannot run in the proxy: a denied BROKER resource that Kafka would call "
         "invalid (42/40) gets 31",
     ),
-    34: Row(
+    ApiKey.ALTER_REPLICA_LOG_DIRS: Row(
+        (1, 2),
         WholeBuilt((cluster(Op.ALTER),), builder=alter_replica_log_dirs_error),
         note="denied: every partition of every (dir, topic) 31",
     ),
-    35: Row(Whole((cluster(Op.DESCRIBE),), overrides={"results": ()})),
-    37: Row(CreatePartitionsHandler()),
-    42: Row(
+    ApiKey.DESCRIBE_LOG_DIRS: Row(
+        (1, 5), Whole((cluster(Op.DESCRIBE),), overrides={"results": ()})
+    ),
+    ApiKey.CREATE_PARTITIONS: Row((0, 3), CreatePartitionsHandler()),
+    ApiKey.DELETE_GROUPS: Row(
+        (0, 2),
         PerEntry(
             array="groups_names",
             response_array="results",
@@ -152,7 +176,8 @@ TABLE: dict[int, Row] = {
         ),
         note="a denied group named twice gets two results (Kafka de-duplicates first)",
     ),
-    43: Row(
+    ApiKey.ELECT_LEADERS: Row(
+        (0, 2),
         Whole(
             (cluster(Op.ALTER),),
             aliases={
@@ -163,55 +188,64 @@ TABLE: dict[int, Row] = {
         note="denied: top-level 31 (v1+) and every listed partition 31; null list (all "
         "partitions): no results",
     ),
-    44: Row(
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Row(
+        (0, 1),
         AlterConfigsHandler(incremental=True),
         note="As AlterConfigs. BROKER_LOGGER is checked as a broker checks it; a controller "
         "(CLUSTER_ACTION) is never the proxy's upstream",
     ),
-    45: Row(
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Row(
+        (0, 1),
         Whole((cluster(Op.ALTER),), aliases={"responses": "topics"}),
         note="denied: top-level 31 and every listed partition 31",
     ),
-    46: Row(Whole((cluster(Op.DESCRIBE),))),
-    47: Row(
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Row((0, 0), Whole((cluster(Op.DESCRIBE),))),
+    ApiKey.OFFSET_DELETE: Row(
+        (0, 0),
         per_topic(
             Op.READ, pre=(group(Op.DELETE),), pre_overrides={"topics": ()}, forward_empty=True
         ),
         note="group denied: top-level 30, no topics; every topic denied: still forwarded (empty) "
         "for the group's own errors, as Kafka asks the coordinator",
     ),
-    48: Row(Whole((cluster(Op.DESCRIBE_CONFIGS),))),
-    49: Row(Whole((cluster(Op.ALTER_CONFIGS),))),
-    50: Row(
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: Row((0, 1), Whole((cluster(Op.DESCRIBE_CONFIGS),))),
+    ApiKey.ALTER_CLIENT_QUOTAS: Row((0, 1), Whole((cluster(Op.ALTER_CONFIGS),))),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Row(
+        (0, 0),
         Whole((cluster(Op.DESCRIBE),), aliases={"results": "users"}),
         note="denied: top-level 31 and one result per requested user, its name empty as in "
         "Kafka; a null user list (all users): no results (Kafka fails building its answer)",
     ),
-    51: Row(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Row(
+        (0, 0),
         WholeBuilt((cluster(Op.ALTER),), builder=alter_user_scram_credentials_error),
         note="denied: one result per distinct user (deletions and upsertions), sorted, 31",
     ),
-    57: Row(Whole((cluster(Op.ALTER),))),
-    60: Row(DescribeClusterHandler()),
-    61: Row(
+    ApiKey.UPDATE_FEATURES: Row((0, 2), Whole((cluster(Op.ALTER),))),
+    ApiKey.DESCRIBE_CLUSTER: Row((0, 2), DescribeClusterHandler()),
+    ApiKey.DESCRIBE_PRODUCERS: Row(
+        (0, 0),
         per_topic(Op.READ),
         note="an invalid topic name that is denied gets 29; Kafka checks the name first "
         "(INVALID_TOPIC_EXCEPTION, 17)",
     ),
-    64: Row(Whole((cluster(Op.ALTER),))),
-    65: Row(DescribeTransactionsHandler()),
-    66: Row(ListTransactionsHandler()),
-    68: Row(ConsumerGroupHeartbeatHandler()),
-    69: Row(ConsumerGroupDescribeHandler()),
-    71: Row(Unchecked(why="client telemetry, not authorized by Kafka")),
-    72: Row(Unchecked(why="client telemetry, not authorized by Kafka")),
-    74: Row(
-        Whole((cluster(Op.DESCRIBE_CONFIGS),)),
-        max_version=0,
-        note="v1 (ListConfigResources, KIP-1142) is newer than the baseline and can list topic "
-        "and group names; its checks are not in the spec table yet (fail closed)",
+    ApiKey.UNREGISTER_BROKER: Row((0, 0), Whole((cluster(Op.ALTER),))),
+    ApiKey.DESCRIBE_TRANSACTIONS: Row((0, 0), DescribeTransactionsHandler()),
+    ApiKey.LIST_TRANSACTIONS: Row((0, 2), ListTransactionsHandler()),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Row((0, 1), ConsumerGroupHeartbeatHandler()),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Row((0, 1), ConsumerGroupDescribeHandler()),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: Row(
+        (0, 0), Unchecked(why="client telemetry, not authorized by Kafka")
     ),
-    75: Row(
+    ApiKey.PUSH_TELEMETRY: Row((0, 0), Unchecked(why="client telemetry, not authorized by Kafka")),
+    ApiKey.LIST_CONFIG_RESOURCES: Row(
+        (0, 0),
+        Whole((cluster(Op.DESCRIBE_CONFIGS),)),
+        note="v1 (ListConfigResources, KIP-1142) can list topic and group names; its checks are "
+        "not in aclgate's API table yet (fail closed)",
+    ),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: Row(
+        (0, 0),
         DescribeTopicPartitionsHandler(),
         note="all-topics: hidden topics still count towards the broker's page size, so pages "
         "can be short (or empty with a next cursor); a next cursor naming a hidden topic is "
@@ -221,20 +255,21 @@ TABLE: dict[int, Row] = {
 
 
 def advertised_versions(caps: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
-    """What the proxy accepts and advertises: kio's range, only for keys with a row."""
+    """What the proxy accepts and advertises: each row's versions, within kio's range and
+    the operator's caps."""
+    parsed = allowed_versions(caps)
     out = {}
-    merged = dict(caps or {})
     for key, row in TABLE.items():
-        if row.max_version is not None:
-            merged[key] = min(merged.get(key, row.max_version), row.max_version)
-    for key, span in allowed_versions(merged).items():
-        if key in TABLE:
-            out[key] = span
+        if key not in parsed:
+            continue
+        lo, hi = max(row.versions[0], parsed[key][0]), min(row.versions[1], parsed[key][1])
+        if lo <= hi:
+            out[int(key)] = (lo, hi)
     return out
 
 
 def handlers() -> dict[int, ApiHandler]:
-    return {key: row.handler for key, row in TABLE.items()}
+    return {int(key): row.handler for key, row in TABLE.items()}
 
 
 def render_docs() -> str:
@@ -248,16 +283,15 @@ def render_docs() -> str:
         "29 TOPIC_AUTHORIZATION_FAILED, 30 GROUP_AUTHORIZATION_FAILED, 31 CLUSTER_AUTHORIZATION_FAILED,",
         "53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED.",
         "",
-        "| Key | API | Checks, in order | Granularity | Notes |",
-        "|---:|---|---|---|---|",
+        "| Key | API | Versions | Checks, in order | Granularity | Notes |",
+        "|---:|---|---|---|---|---|",
     ]
     for key in sorted(TABLE):
         row = TABLE[key]
-        note = row.note
-        if row.max_version is not None:
-            note = f"served up to v{row.max_version}. {note}".strip()
+        lo, hi = row.versions
         lines.append(
-            f"| {key} | {API_NAMES[key]} | {row.handler.describe()} | {row.handler.granularity} | {note} |"
+            f"| {int(key)} | {API_NAMES[key]} | {lo}-{hi} | {row.handler.describe()} "
+            f"| {row.handler.granularity} | {row.note} |"
         )
     lines += [
         "",

@@ -50,3 +50,26 @@ def test_allowed_versions_exclude_blocked_and_apply_caps():
     assert not set(allowed) & set(BLOCKED)
     assert allowed[1] == (4, 12) and allowed[0] == (3, 9)
     assert 29 not in allowed and 17 not in allowed  # ACL admin and SASL are never forwarded
+
+
+def test_api_key_names_are_kafkas():
+    """protocol.apikeys.ApiKey names every API kio knows, as Kafka's schemas name it."""
+    import re
+
+    from protocol.apikeys import ApiKey
+    from protocol.versions import API_NAMES
+
+    def snake(name: str) -> str:
+        name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+        return re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name).upper()
+
+    assert {k.value: k.name for k in ApiKey} == {k: snake(n) for k, n in API_NAMES.items()}
+
+
+def test_every_table_row_declares_versions_kio_parses():
+    from protocol.enforce.table import TABLE
+    from protocol.versions import KIO_RANGES
+
+    for key, row in TABLE.items():
+        lo, hi = row.versions
+        assert KIO_RANGES[key][0] <= lo <= hi <= KIO_RANGES[key][1], (key.name, row.versions)
