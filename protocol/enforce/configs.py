@@ -1,5 +1,4 @@
-"""Config and cluster administration, and DescribeTopicPartitions: the rows whose shapes are
-neither a plain Whole nor a plain PerEntry.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
 * DescribeConfigs / AlterConfigs / IncrementalAlterConfigs check each config resource by its
   type (Kafka's ConfigHelper and ControllerApis.authorizeAlterResource). The alter APIs first
@@ -11,56 +10,34 @@ neither a plain Whole nor a plain PerEntry.
   ...) are redacted like sensitive configs: the proxy's promise is that clients never learn
   a real broker address, and a listener string cannot be rewritten faithfully (one proxy
   port stands for one listener of one node).
-* AlterReplicaLogDirs, ElectLeaders and AlterUserScramCredentials are whole-request ALTER
-  CLUSTER checks whose error answers mirror request arrays of another shape.
-* CreatePartitions reports duplicate names as INVALID_REQUEST before authorization.
-* DescribeTopicPartitions filters like all-topics Metadata, also across `cursor` paging: a
-  next cursor that would name a hidden topic is sealed (encrypted) and opened again when the
-  client sends it back.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
-import hmac
 import re
-import secrets
-import struct
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32
 
 from authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.enforce.base import (
     DENIED_CODE,
     ApiHandler,
-    PerEntry,
-    Whole,
     answer,
     error_body,
-    first_denied,
     forward,
     merged_response,
     reencode_request,
 )
 from protocol.enforce.build import build
 from protocol.enforce.messages import DEFAULT_MESSAGES
-from protocol.enforce.topics import ZERO
 from protocol.framing import Frame
 from protocol.session import ProxySession, Slot, WithState
 from protocol.versions import response_module
 
-DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS = (
-    AclOperation.DESCRIBE,
-    AclOperation.DESCRIBE_CONFIGS,
-    AclOperation.ALTER_CONFIGS,
-)
+DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 INVALID = ErrorCode.invalid_request
 
@@ -287,6 +264,8 @@ class AlterConfigsHandler(ApiHandler):
     def _denied(ctx, header, mod, resource) -> Any | None:
         """The answer to a resource the principal may not alter, or None when allowed."""
         target = config_target(resource.resource_type, resource.resource_name)
+        if target is None:  # never: _prevalidate answers unknown types first
+            raise ValueError(f"unknown config resource type {resource.resource_type}")
         if ctx.check(header, ALTER_CONFIGS, *target):
             return None
         code = DENIED_CODE[target[0]]
@@ -350,316 +329,4 @@ def _reassemble_alter_configs(
     return merged_response(frame, slot, merge)
 
 
-# ------------------------------------------------------------- whole-request cluster admin
-
-
-@dataclass
-class WholeBuilt(Whole):
-    """A Whole whose error answer mirrors a request array of another shape: `builder(header,
-    request, code)` builds it, as the request's getErrorResponse does in Kafka."""
-
-    builder: Callable[[Any, Any, ErrorCode], Any] | None = None
-
-    def handle(self, session, ctx, header, frame, request):
-        denied = first_denied(ctx, header, request, self.checks)
-        if denied is None:
-            forward(session, header, frame)
-        else:
-            answer(session, header, self.builder(header, request, denied.error))
-
-
-def alter_replica_log_dirs_error(header, request, code: ErrorCode) -> Any:
-    """AlterReplicaLogDirsRequest.getErrorResponse: one topic result per (dir, topic), every
-    partition carrying the error."""
-    mod = response_module(header.api_key, header.api_version)
-    results = tuple(
-        build(
-            mod.AlterReplicaLogDirTopicResult,
-            code,
-            None,
-            None,
-            {
-                "topic_name": topic.name,
-                "partitions": tuple(
-                    build(
-                        mod.AlterReplicaLogDirPartitionResult,
-                        code,
-                        None,
-                        None,
-                        {"partition_index": p},
-                    )
-                    for p in topic.partitions
-                ),
-            },
-        )
-        for d in request.dirs
-        for topic in d.topics
-    )
-    return error_body(header, request, code, results=results)
-
-
-def alter_user_scram_credentials_error(header, request, code: ErrorCode) -> Any:
-    """AlterUserScramCredentialsRequest.getErrorResponse: one result per distinct user of
-    deletions and upsertions, sorted by name."""
-    mod = response_module(header.api_key, header.api_version)
-    users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
-    results = tuple(
-        build(mod.AlterUserScramCredentialsResult, code, None, None, {"user": u}) for u in users
-    )
-    return error_body(header, request, code, results=results)
-
-
-# --------------------------------------------------------------------------- CreatePartitions
-
-
-class CreatePartitionsHandler(PerEntry):
-    """ControllerApis.createPartitions: names given twice are INVALID_REQUEST ("Duplicate
-    topic name.", once per name) and never authorized; then ALTER per topic."""
-
-    def __init__(self):
-        super().__init__(
-            array="topics",
-            response_array="results",
-            operation=AclOperation.ALTER,
-            resource_type=TOPIC,
-        )
-
-    def describe(self) -> str:
-        return (
-            'names given twice: 42 ("Duplicate topic name.", once) before authorization; then '
-            "`ALTER TOPIC[name]` per topic"
-        )
-
-    def handle(self, session, ctx, header, frame, request):
-        counts = Counter(t.name for t in request.topics)
-        duplicates = [n for n, c in counts.items() if c > 1]
-        unique = [t for t in request.topics if counts[t.name] == 1]
-        allowed, denied, _ = self.split(ctx, header, unique)
-        if (not duplicates and not denied) or not ctx.enforcing:
-            forward(session, header, frame)
-            return
-        mod = response_module(header.api_key, header.api_version)
-        errors = tuple(
-            build(
-                mod.CreatePartitionsTopicResult,
-                INVALID,
-                None,
-                None,
-                {"name": n, "error_message": "Duplicate topic name."},
-            )
-            for n in duplicates
-        ) + tuple(self.error_entry(header, t) for t in denied)
-        if not allowed:
-            answer(session, header, error_body(header, request, ErrorCode.none, results=errors))
-            return
-        stripped = reencode_request(
-            frame, header, dataclasses.replace(request, topics=tuple(allowed))
-        )
-        forward(
-            session,
-            header,
-            stripped,
-            lambda s, slot, f: merged_response(
-                f, slot, lambda b: dataclasses.replace(b, results=tuple(b.results) + errors)
-            ),
-        )
-
-
-# ------------------------------------------------------------------ DescribeTopicPartitions
-
-
-class CursorSeal:
-    """Turns a cursor naming a hidden topic into an opaque token and back.
-
-    Authenticated encryption from the standard library: a synthetic IV (HMAC of the plain
-    cursor) keys a SHA-256 keystream; the IV doubles as the tag. The key lives in this process,
-    so a token outlives neither a restart nor a hop to another proxy instance (the client then
-    pages on from an unknown name and sees no more topics, never a hidden one).
-    """
-
-    PREFIX = "~aclgate:"  # '~' and ':' never occur in a topic name
-
-    def __init__(self, key: bytes | None = None):
-        self._key = key or secrets.token_bytes(32)
-
-    def _stream(self, iv: bytes, n: int) -> bytes:
-        out = bytearray()
-        counter = 0
-        while len(out) < n:
-            out += hashlib.sha256(self._key + iv + counter.to_bytes(4, "big")).digest()
-            counter += 1
-        return bytes(out[:n])
-
-    def seal(self, topic: str, partition: int) -> str:
-        plain = struct.pack(">i", partition) + topic.encode()
-        iv = hmac.new(self._key, plain, hashlib.sha256).digest()[:12]
-        cipher = bytes(a ^ b for a, b in zip(plain, self._stream(iv, len(plain)), strict=True))
-        return self.PREFIX + base64.urlsafe_b64encode(iv + cipher).decode()
-
-    def open(self, token: str) -> tuple[str, int] | None:
-        if not token.startswith(self.PREFIX):
-            return None
-        try:
-            raw = base64.urlsafe_b64decode(token[len(self.PREFIX) :].encode())
-        except ValueError:
-            return None
-        iv, cipher = raw[:12], raw[12:]
-        if len(iv) < 12 or len(cipher) < 4:
-            return None
-        plain = bytes(a ^ b for a, b in zip(cipher, self._stream(iv, len(cipher)), strict=True))
-        if not hmac.compare_digest(iv, hmac.new(self._key, plain, hashlib.sha256).digest()[:12]):
-            return None
-        try:
-            return plain[4:].decode(), struct.unpack(">i", plain[:4])[0]
-        except UnicodeDecodeError:
-            return None
-
-
-CURSORS = CursorSeal()
-
-
-@dataclass
-class _TopicPlan:
-    header: Any
-    all_topics: bool
-    errors: tuple
-
-
-class DescribeTopicPartitionsHandler(ApiHandler):
-    """DescribeTopicPartitionsRequestHandler: DESCRIBE per topic, audited even for all-topics."""
-
-    granularity = "per topic"
-
-    def describe(self) -> str:
-        return (
-            "`DESCRIBE TOPIC[name]` per topic at or after the cursor (logIfDenied=true even for "
-            "all-topics); named topics denied: {29, name, zero id}; all-topics (empty list): "
-            "unauthorized topics omitted, also across cursor paging; topic bitfields computed for "
-            "the client; a cursor not among the named topics or a negative cursor partition: "
-            "every topic 42"
-        )
-
-    def handle(self, session, ctx, header, frame, request):
-        cursor = _open_cursor(request.cursor)
-        if cursor is not request.cursor:
-            request = dataclasses.replace(request, cursor=cursor)
-            frame = reencode_request(frame, header, request)
-        if not request.topics:
-            plan = _TopicPlan(header, True, ())
-            forward(session, header, frame, WithState(_describe_topic_partitions_answer, plan))
-        else:
-            self._named(session, ctx, header, frame, request)
-
-    def _named(self, session, ctx, header, frame, request) -> None:
-        """Explicit topics: only names at or after the cursor are described (and checked)."""
-        cursor = request.cursor
-        names = sorted(
-            {t.name for t in request.topics if t.name >= (cursor.topic_name if cursor else "")}
-        )
-        if cursor is not None and (cursor.topic_name not in names or cursor.partition_index < 0):
-            if ctx.enforcing:
-                answer(session, header, self._all(header, request, INVALID))
-            else:  # dry-run: untouched, the broker answers the same
-                forward(session, header, frame)
-            return
-        mod = response_module(header.api_key, header.api_version)
-        allowed, errors = set(), []
-        for name in names:
-            if ctx.check(header, DESCRIBE, TOPIC, name):
-                allowed.add(name)
-            else:
-                errors.append(_dtp_topic(mod, ErrorCode.topic_authorization_failed, name))
-        if not allowed:
-            answer(
-                session, header, error_body(header, request, ErrorCode.none, topics=tuple(errors))
-            )
-            return
-        kept = tuple(t for t in request.topics if t.name in allowed)
-        if len(kept) != len(request.topics):
-            # a denied cursor topic is answered 29; the others then start at partition 0
-            keep_cursor = cursor is not None and cursor.topic_name in allowed
-            request = dataclasses.replace(
-                request, topics=kept, cursor=cursor if keep_cursor else None
-            )
-            frame = reencode_request(frame, header, request)
-        plan = _TopicPlan(header, False, tuple(errors))
-        forward(session, header, frame, WithState(_describe_topic_partitions_answer, plan))
-
-    @staticmethod
-    def _all(header, request, code: ErrorCode) -> Any:
-        """DescribeTopicPartitionsRequest.getErrorResponse."""
-        mod = response_module(header.api_key, header.api_version)
-        return error_body(
-            header,
-            request,
-            ErrorCode.none,
-            topics=tuple(_dtp_topic(mod, code, t.name) for t in request.topics),
-        )
-
-
-def _open_cursor(cursor: Any) -> Any:
-    """The real cursor behind a sealed one; any other cursor as it is."""
-    opened = CURSORS.open(cursor.topic_name) if cursor is not None else None
-    if opened is None:
-        return cursor
-    return dataclasses.replace(cursor, topic_name=opened[0], partition_index=i32(opened[1]))
-
-
-def _dtp_topic(mod, code: ErrorCode, name: str) -> Any:
-    return build(
-        mod.DescribeTopicPartitionsResponseTopic,
-        code,
-        None,
-        None,
-        {"name": name, "topic_id": ZERO, "is_internal": False, "partitions": ()},
-    )
-
-
-def _describe_topic_partitions_answer(
-    session: ProxySession, slot: Slot, frame: Frame, plan: _TopicPlan
-) -> bytes:
-    ctx = session.context
-    plan: _TopicPlan = plan
-
-    def merge(body):
-        topics = []
-        for t in body.topics:
-            ctx.policy.topic_ids.learn(t.topic_id, t.name)
-            if t.name is None:
-                topics.append(t)
-                continue
-            if plan.all_topics and not ctx.check(plan.header, DESCRIBE, TOPIC, t.name):
-                continue
-            if ctx.enforcing:
-                t = dataclasses.replace(
-                    t, topic_authorized_operations=ctx.authorized_operations(TOPIC, t.name)
-                )
-            topics.append(t)
-        cursor = body.next_cursor
-        if (
-            plan.all_topics
-            and cursor is not None
-            and ctx.enforcing
-            and not ctx.decide(DESCRIBE, TOPIC, cursor.topic_name).allowed
-        ):  # a name the client may not learn: sealed, not audited (Kafka never sees it)
-            cursor = dataclasses.replace(
-                cursor,
-                topic_name=CURSORS.seal(cursor.topic_name, cursor.partition_index),
-                partition_index=i32(0),
-            )
-        return dataclasses.replace(body, topics=tuple(topics) + plan.errors, next_cursor=cursor)
-
-    return merged_response(frame, slot, merge)
-
-
-__all__ = [
-    "CURSORS",
-    "AlterConfigsHandler",
-    "CreatePartitionsHandler",
-    "CursorSeal",
-    "DescribeConfigsHandler",
-    "DescribeTopicPartitionsHandler",
-    "WholeBuilt",
-    "alter_replica_log_dirs_error",
-    "alter_user_scram_credentials_error",
-]
+__all__ = ["AlterConfigsHandler", "DescribeConfigsHandler", "config_target"]

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from authz.authorizer import Authorizer, AuthorizerNotReadyError
 from authz.decision import Decision
 from authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.enforce.cursor import CursorSeal
 from protocol.enforce.topics import TopicIdCache
 from protocol.header import RequestHeader
 
@@ -74,6 +75,9 @@ class Policy:
     topic_ids: TopicIdCache = field(default_factory=TopicIdCache)
     #: the last view of the cluster, to answer Metadata alone (protocol.enforce.metadata)
     cluster_view: ClusterView = field(default_factory=ClusterView)
+    #: seals DescribeTopicPartitions cursors that name hidden topics, under a key the IO layer
+    #: makes (protocol/enforce/cursor.py); None: such a cursor fails the connection, never leaks
+    cursors: CursorSeal | None = None
     #: optional conformance switches; see docs/apis.md
     options: dict[str, Any] = field(default_factory=dict)
 
