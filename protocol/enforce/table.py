@@ -64,6 +64,8 @@ def txn(op: AclOperation) -> Check:
     return Check(op, Res.TRANSACTIONAL_ID, _txn, doc_name="transactional_id")
 
 
+@dataclass(frozen=True)
+class Row:
     """One API: the request versions it is served at, and how it is authorized.
 
     `versions` are the versions whose checks this row was written and tested for; a newer
@@ -72,8 +74,6 @@ def txn(op: AclOperation) -> Check:
     parses and to operator caps (`advertised_versions`)."""
 
     versions: tuple[int, int]
-@dataclass(frozen=True)
-class Row:
     handler: ApiHandler
     note: str = ""
 
