@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from authz.authorizer import Authorizer
 from authz.model import ResourceType
 from protocol.apiversions import unsupported_version_response
 from protocol.enforce.context import Policy
+from protocol.enforce.cursor import KEY_SIZE, CursorSeal
 from protocol.enforce.table import advertised_versions, handlers
 from protocol.saslgate import SaslListenerConfig
 from protocol.session import RequestHandler, SessionConfig
@@ -110,6 +112,8 @@ class ProxyServer:
             authorizer=self.authorizer,
             mode=config.mode,
             sink=self.recorder,
+            # one key per process: a sealed cursor opens on every listener, not after a restart
+            cursors=CursorSeal(os.urandom(KEY_SIZE)),
         )
         allowed = advertised_versions(config.api_version_cap)
         #: what the proxy itself can serve; `allowed` is narrowed to the cluster's ranges

@@ -17,15 +17,7 @@ from authz.model import AclOperation, ResourceType
 from protocol.apikeys import ApiKey
 from protocol.enforce.admin import CreateTopicsHandler, DeleteTopicsHandler, DescribeClusterHandler
 from protocol.enforce.base import ApiHandler, Check, PerEntry, Unchecked, Whole
-from protocol.enforce.configs import (
-    AlterConfigsHandler,
-    CreatePartitionsHandler,
-    DescribeConfigsHandler,
-    DescribeTopicPartitionsHandler,
-    WholeBuilt,
-    alter_replica_log_dirs_error,
-    alter_user_scram_credentials_error,
-)
+from protocol.enforce.configs import AlterConfigsHandler, DescribeConfigsHandler
 from protocol.enforce.data import FetchHandler, ProduceHandler
 from protocol.enforce.groups import (
     ConsumerGroupDescribeHandler,
@@ -36,8 +28,14 @@ from protocol.enforce.groups import (
     OffsetFetchHandler,
 )
 from protocol.enforce.metadata import MetadataHandler
+from protocol.enforce.partitions import CreatePartitionsHandler, DescribeTopicPartitionsHandler
 from protocol.enforce.txn import AddPartitionsToTxnHandler, InitProducerIdHandler
 from protocol.enforce.txnadmin import DescribeTransactionsHandler, ListTransactionsHandler
+from protocol.enforce.wholebuilt import (
+    WholeBuilt,
+    alter_replica_log_dirs_error,
+    alter_user_scram_credentials_error,
+)
 from protocol.routing import BLOCKED, allowed_versions
 from protocol.versions import API_NAMES
 
