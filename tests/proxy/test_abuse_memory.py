@@ -91,6 +91,7 @@ def test_pipelined_api_versions_without_reading_keep_rss_bounded(tansu, proxy_pr
     )
     before, peak, (sent, blocked) = _flood_and_sample(proxy, API_VERSIONS_V0)
     growth = peak - before
+    print(f"RSS {before / MiB:.0f} -> peak {peak / MiB:.0f} MiB; {sent} requests sent")  # -s
     assert growth < 40 * MiB, f"RSS grew {growth / MiB:.0f} MiB ({sent} requests sent)"
     assert blocked, f"the proxy read all {sent} requests of a client that reads nothing"
     assert proxy.proc.poll() is None
@@ -118,6 +119,7 @@ def test_pipelined_local_answers_keep_rss_bounded(proxy_process, tmp_path):
     )
     before, peak, (sent, blocked) = _flood_and_sample(proxy, API_VERSIONS_V0)
     growth = peak - before
+    print(f"RSS {before / MiB:.0f} -> peak {peak / MiB:.0f} MiB; {sent} requests sent")  # -s
     assert growth < 40 * MiB, f"RSS grew {growth / MiB:.0f} MiB ({sent} requests sent)"
     assert blocked, f"the proxy read all {sent} requests of a client that reads nothing"
     # the answers the proxy made itself are counted as such
@@ -133,5 +135,6 @@ def test_pipelined_produce_without_reading_keeps_rss_bounded(tansu, proxy_proces
         proxy, _produce_acks1("pipelined"), count=20_000
     )
     growth = peak - before
+    print(f"RSS {before / MiB:.0f} -> peak {peak / MiB:.0f} MiB; {sent} requests sent")  # -s
     assert growth < 40 * MiB, f"RSS grew {growth / MiB:.0f} MiB ({sent} requests sent)"
     assert proxy.proc.poll() is None
