@@ -336,6 +336,14 @@ class ClientConnection(asyncio.Protocol):
             self.closed = True
             log.debug("client %s disconnected", self.peer)
             self._teardown()
+        # The session (and an upstream re-authenticator) point back at this connection: a
+        # reference cycle, freed only by the cyclic GC, which tune_gc() makes rare. Until
+        # then a closed TLS connection keeps ~250 KB of C memory (uvloop's read buffer,
+        # OpenSSL's state); hundreds of them pile up between collections and fragment the
+        # heap for good (docs/bench.md, Connection churn). Broken here, everything of the
+        # connection is freed the moment uvloop lets go of it.
+        self.session = None
+        self._reauth = None
 
     def pause_writing(self) -> None:
         """The client is not reading its answers: stop reading the broker's answers and the

@@ -345,11 +345,16 @@ class ProxyServer:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(tick)
-            now = loop.time()
-            for conn in list(self.connections):
-                conn.check_timeouts(now, *limits)
+            self._sweep(loop.time(), limits)
             if self._creation_rate is not None and len(self._creation_rate) > 10_000:
                 self._creation_rate.prune()
+
+    def _sweep(self, now: float, limits: tuple[float, float, float]) -> None:
+        """One pass of the sweeper, in its own frame: a loop variable in the sweeper's would
+        keep the last connection swept (and its transport) alive after it closed, until a
+        later pass found another one."""
+        for conn in list(self.connections):
+            conn.check_timeouts(now, *limits)
 
     async def _audit_ticker(self, audit: AuditLog) -> None:
         while True:
