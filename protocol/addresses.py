@@ -79,6 +79,8 @@ def metadata_brokers_span(frame: bytes | memoryview, api_version: int) -> tuple[
     try:
         start = response_body_offset(frame, METADATA, api_version) + array.offset_in_body
         brokers, used = array.read(frame, start)
+        if brokers is None:
+            raise ValueError("a null brokers array")
     except DECODE_ERRORS as exc:
         raise MalformedResponse(f"cannot read Metadata v{api_version} brokers: {exc!r}") from exc
     return start, start + used, brokers

@@ -77,7 +77,7 @@ def _primitive(name: str, kafka_type: str, flexible: bool, nullable: bool) -> _F
 
 
 @functools.cache
-def _plan(cls: type) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
+def _plan(cls: Any) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
     """(fields in wire order, tagged fields by tag) of an entity class."""
     flexible = cls.__flexible__
     fields: list[_Field] = []
@@ -131,7 +131,7 @@ def _past_end() -> MalformedRequest:
     return MalformedRequest("a field runs past the end of the frame")
 
 
-def _entity(cls: type, buf, off: int, end: int) -> int:
+def _entity(cls: Any, buf, off: int, end: int) -> int:
     fields, tagged = _plan(cls)
     for field in fields:
         off = _field(field, cls.__flexible__, buf, off, end)
@@ -145,9 +145,9 @@ def _entity(cls: type, buf, off: int, end: int) -> int:
             off += n
             if off + size > end:
                 raise _past_end()
-            field = tagged.get(tag)
-            if field is not None and field.kind in ("array", "struct"):
-                _field(field, True, buf, off, off + size)
+            tagged_field = tagged.get(tag)
+            if tagged_field is not None and tagged_field.kind in ("array", "struct"):
+                _field(tagged_field, True, buf, off, off + size)
             off += size
     if off > end:
         raise _past_end()
@@ -170,6 +170,7 @@ def _field(field: _Field, flexible: bool, buf, off: int, end: int) -> int:
             off += 1
             if marker < 0:
                 return off
+        assert field.entity is not None  # a struct field always has its class (_plan)
         return _entity(field.entity, buf, off, end)
     # an array
     count, n = read_length(buf, off, flexible)
@@ -187,6 +188,7 @@ def _field(field: _Field, flexible: bool, buf, off: int, end: int) -> int:
             off = _entity(field.entity, buf, off, end)
         return off
     item = field.item
+    assert item is not None  # an array of values always has its item (_plan)
     if item.kind == "fixed":
         return off + count * item.size
     for _ in range(count):

@@ -93,20 +93,20 @@ def _trim_api_versions(session: ProxySession, slot: Slot, frame: Frame) -> bytes
 
 def _metadata(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
     return rewrite_metadata(
-        frame, slot.api_version, session.config.directory, session.config.broker_arrays
+        frame, slot.api_version, session.config.brokers, session.config.broker_arrays
     )
 
 
 def _find_coordinator(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
-    return rewrite_find_coordinator(frame, slot.api_version, session.config.directory)
+    return rewrite_find_coordinator(frame, slot.api_version, session.config.brokers)
 
 
 def _describe_cluster(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
-    return rewrite_describe_cluster(frame, slot.api_version, session.config.directory)
+    return rewrite_describe_cluster(frame, slot.api_version, session.config.brokers)
 
 
 def _node_endpoints(session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
-    return rewrite_node_endpoints(frame, slot.api_key, slot.api_version, session.config.directory)
+    return rewrite_node_endpoints(frame, slot.api_key, slot.api_version, session.config.brokers)
 
 
 def address_rewriter(api_key: int, api_version: int) -> ResponseRewriter | None:

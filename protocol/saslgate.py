@@ -45,6 +45,7 @@ from protocol.enforce.build import build
 from protocol.framing import DEFAULT_MAX_PRE_AUTH_FRAME, Frame
 from protocol.header import RequestHeader
 from protocol.sasl import (
+    SaslAuthenticationError,
     SaslException,
     SaslServer,
     reauthentication_mechanism_error,
@@ -102,6 +103,22 @@ class SaslState:
         return self.principal is not None
 
 
+def _state(session: ProxySession) -> SaslState:
+    state = session.sasl
+    assert state is not None  # installed (`install`) before any SASL handler can run
+    return state
+
+
+def _server(state: SaslState) -> SaslServer:
+    assert state.server is not None  # the SaslHandshake chose the mechanism first
+    return state.server
+
+
+def _message(error: SaslAuthenticationError | None) -> str:
+    assert error is not None  # asked only when the principal or mechanism did change
+    return error.message
+
+
 def install(session: ProxySession, config: SaslListenerConfig) -> SaslState:
     """Put a fresh connection into the pre-authentication state."""
     state = SaslState(config)
@@ -143,7 +160,7 @@ def _gate(state: SaslState, header: RequestHeader) -> str | None:
 
 def _api_versions(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
     """Before authentication: answered locally from the cached upstream ranges."""
-    state: SaslState = session.sasl
+    state = _state(session)
     ranges = dict(state.config.pre_auth_versions())
     ranges.update(SASL_VERSIONS)
     session.respond(
@@ -198,11 +215,11 @@ def _refuse_later(
 
 
 def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
-    state: SaslState = session.sasl
+    state = _state(session)
     request = decode_request(frame, header)
     mechanisms = tuple(state.config.mechanisms)
     refusal: tuple[ErrorCode, str] | None = None
-    if state.server is not None and not state.server.complete:
+    if state.server is not None and not _server(state).complete:
         refusal = ErrorCode.illegal_sasl_state, "SaslHandshake during an unfinished SASL exchange"
     elif state.authenticated and header.api_version == 0:
         refusal = ErrorCode.illegal_sasl_state, "re-authentication needs SaslHandshake v1 or later"
@@ -215,7 +232,7 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     elif state.authenticated and request.mechanism != state.mechanism:
         refusal = (
             ErrorCode.illegal_sasl_state,
-            reauthentication_mechanism_error(state.mechanism, request.mechanism).message,
+            _message(reauthentication_mechanism_error(str(state.mechanism), request.mechanism)),
         )
     if refusal is not None:
         code, reason = refusal
@@ -230,8 +247,8 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
 
 
 def _authenticate(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
-    state: SaslState = session.sasl
-    if state.server is None or state.server.complete:
+    state = _state(session)
+    if state.server is None or _server(state).complete:
         _answer(
             session,
             header,
@@ -264,7 +281,7 @@ def _too_large(session: ProxySession, state: SaslState, frame: Frame) -> bool:
 
 def _raw_token(session: ProxySession, frame: Frame) -> None:
     """SaslHandshake v0 flow: a bare token in, a bare token (or a closed connection) out."""
-    state: SaslState = session.sasl
+    state = _state(session)
     if _too_large(session, state, frame):
         return
     token = bytes(frame[4:])
@@ -273,13 +290,13 @@ def _raw_token(session: ProxySession, frame: Frame) -> None:
         if isinstance(result, SaslException):
             _fail_later(session, state, str(result))
             return
-        if state.server.complete and state.principal is None:
-            refused = state.config.admit(session, f"User:{state.server.authorization_id}")
+        if _server(state).complete and state.principal is None:
+            refused = state.config.admit(session, f"User:{_server(state).authorization_id}")
             if refused is not None:
                 _later(session, state, lambda: session.fail(refused, "connection_limit"))
                 return
         session.respond_raw(_SIZE.pack(len(result)) + result)
-        if state.server.complete:
+        if _server(state).complete:
             session.raw_handler = None
             _succeeded(session, state)
 
@@ -292,7 +309,7 @@ def _evaluate(
     """Run the mechanism; slow ones off the event loop (RunBlocking), and an OAUTHBEARER
     token whose key set is being fetched again once the fetch ends (AwaitSignal). Further
     requests of the connection wait meanwhile."""
-    server = state.server
+    server = _server(state)
 
     def run() -> Any:
         try:
@@ -336,18 +353,19 @@ def _authenticate_done(
     session: ProxySession, header: RequestHeader, state: SaslState, result: Any
 ) -> None:
     if isinstance(result, SaslException):
-        _refuse(session, header, state, result.error_message(state.mechanism, state.authenticated))
+        message = result.error_message(str(state.mechanism), state.authenticated)
+        _refuse(session, header, state, message)
         return
-    if not state.server.complete:
+    if not _server(state).complete:
         _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime=_ms(0))
         return
-    previous, new = state.principal, state.server.authorization_id
+    previous, new = state.principal, _server(state).authorization_id
     if previous is not None and new != previous:
         _refuse(
             session,
             header,
             state,
-            reauthentication_principal_error(f"User:{previous}", f"User:{new}").message,
+            _message(reauthentication_principal_error(f"User:{previous}", f"User:{new}")),
         )
         return
     if previous is None:
@@ -404,13 +422,13 @@ def _ms(milliseconds: int) -> i64Timedelta:
 def _lifetime(state: SaslState) -> int:
     if state.handshake_version == 0:
         return 0  # the v0 flow has no way to tell the client about a lifetime
-    expiry = state.server.credential_expiration_ms()
+    expiry = _server(state).credential_expiration_ms()
     return session_lifetime_ms(expiry, state.config.max_reauth_ms or None, state.config.clock_ms())
 
 
 def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> None:
     first = state.principal is None
-    state.principal = state.server.authorization_id
+    state.principal = _server(state).authorization_id
     state.expires_at_ms = state.config.clock_ms() + lifetime if lifetime else None
     session.notify(AuthenticationResult(state.mechanism or "", True))
     if first:

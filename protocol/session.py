@@ -123,7 +123,7 @@ class Slot:
             self.api_key = header.api_key
             self.api_version = header.api_version
         self.rewrite = rewrite
-        self.data: bytes | memoryview | None = None
+        self.data: bytes | memoryview = b""
         self.done = False
         self.close_after: str | None = None
         #: the problem that close is counted as (None: a deliberate close)
@@ -143,6 +143,19 @@ class WithState(Generic[T]):
         return self.fn(session, slot, frame, self.state)
 
 
+class _NoBrokers:
+    """A directory that serves no broker: every address is withheld."""
+
+    def learn(self, node_id: int, host: str, port: int) -> None:
+        pass
+
+    def advertise(self, node_id: int) -> tuple[str, int] | None:
+        return None
+
+
+_NO_BROKERS = _NoBrokers()
+
+
 @dataclass
 class SessionConfig:
     """Shared, read-mostly settings for every session of a listener."""
@@ -160,6 +173,13 @@ class SessionConfig:
     max_in_flight: int = 1000
     #: called with (header) for an ApiVersions request newer than the proxy can parse
     unsupported_api_versions: Callable[[int], bytes] | None = None
+
+    @property
+    def brokers(self) -> BrokerDirectory:
+        """The directory, for the address rewrites: every proxy has one; sessions built
+        without (tests of the framing and of the checks alone) serve no broker address."""
+        return self.directory if self.directory is not None else _NO_BROKERS
+
     #: APIs the listener serves itself whatever the cluster announces (SASL), added to the
     #: ApiVersions answers the cluster gives
     own_api_versions: Mapping[int, tuple[int, int]] | None = None
@@ -522,7 +542,7 @@ class ProxySession:
 
     # ------------------------------------------------------------------ upstream side
 
-    def upstream_data(self, data: bytes) -> None:
+    def upstream_data(self, data: bytes | memoryview) -> None:
         if self.closed:
             return
         # Fast path, by far the common case: the read holds exactly one whole answer to the
@@ -647,6 +667,7 @@ class ProxySession:
 
     def _end_streamed(self) -> None:
         slot = self._rslot
+        assert slot is not None  # set by _start_response for the response being relayed
         self._rslot = None
         self._fifo.popleft()
         self.observer.response(slot.api_key, -1, False)
@@ -654,6 +675,7 @@ class ProxySession:
 
     def _end_buffered(self, frame: memoryview) -> None:
         slot = self._rslot
+        assert slot is not None  # set by _start_response for the response being collected
         self._rslot = None
         out = frame if slot.rewrite is None else slot.rewrite(self, slot, frame)
         self._fill(slot, out)

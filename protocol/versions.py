@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 from types import ModuleType
+from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
@@ -21,13 +22,13 @@ KIO_RANGES: dict[int, tuple[int, int]] = {
 
 
 @functools.cache
-def request_class(api_key: int, api_version: int) -> type:
+def request_class(api_key: int, api_version: int) -> type[Any]:
     """kio's request entity class; raises KioIndexError for an unknown key or version."""
     return load_request_schema(api_key, api_version)
 
 
 @functools.cache
-def response_class(api_key: int, api_version: int) -> type:
+def response_class(api_key: int, api_version: int) -> type[Any]:
     return load_response_schema(api_key, api_version)
 
 

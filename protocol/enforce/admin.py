@@ -173,13 +173,14 @@ class DeleteTopicsHandler(ApiHandler):
                 errors_list.append(self._result(mod, name, None))
         kept_ids = set()
         for topic_id in ids:
-            name = id_names.get(topic_id)
-            if name is None:
+            id_name = id_names.get(topic_id)
+            if id_name is None:
                 errors_list.append(self._result(mod, None, topic_id, ErrorCode.unknown_topic_id))
-            elif described[name] and deletable[name]:
+            elif described[id_name] and deletable[id_name]:
                 kept_ids.add(topic_id)
             else:
-                errors_list.append(self._result(mod, name if described[name] else None, topic_id))
+                shown = id_name if described[id_name] else None
+                errors_list.append(self._result(mod, shown, topic_id))
         errors = tuple(errors_list)
         if header.api_version < 6:
             replace = {"topic_names": tuple(n for n in entries if n in kept_names)}
@@ -289,7 +290,7 @@ def _describe_cluster_answer(
         frame = merged_response(
             frame, slot, lambda b: dataclasses.replace(b, cluster_authorized_operations=ops)
         )
-    return rewrite_describe_cluster(frame, slot.api_version, session.config.directory)
+    return rewrite_describe_cluster(frame, slot.api_version, session.config.brokers)
 
 
 __all__ = ["NOT_REQUESTED", "CreateTopicsHandler", "DeleteTopicsHandler", "DescribeClusterHandler"]

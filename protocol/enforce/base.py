@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -333,7 +333,9 @@ class PerEntry(ApiHandler):
             )
             for name, count in counts.items()
         }
-        allowed, denied, unknown = [], [], []
+        allowed: list[Any] = []
+        denied: list[Any] = []
+        unknown: list[Any] = []
         for entry, name in zip(entries, names, strict=True):
             if name is None:
                 unknown.append(entry)
@@ -353,7 +355,14 @@ class PerEntry(ApiHandler):
         )
 
     def finish(
-        self, session, header, frame, request, allowed: list, denied: list, unknown: list = ()
+        self,
+        session,
+        header,
+        frame,
+        request,
+        allowed: list,
+        denied: list,
+        unknown: Sequence[Any] = (),
     ) -> None:
         if not denied and not unknown:
             forward(session, header, frame)

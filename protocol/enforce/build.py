@@ -156,8 +156,9 @@ def build(
         base, nullable = _unwrap_optional(tp)
         src_name = aliases.get(name, name) if aliases else name
         has_source = source is not None and hasattr(source, src_name)
-        if not has_source and item_alias_fallback(source, name):
-            src_name, has_source = item_alias_fallback(source, name), True
+        fallback = None if has_source else item_alias_fallback(source, name)
+        if fallback:
+            src_name, has_source = fallback, True
         item = _entity_item(base)
         if item is not None:
             if has_source and getattr(source, src_name) is not None:

@@ -39,7 +39,7 @@ GROUP_DENIED = ErrorCode.group_authorization_failed
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
-def _finish_with_rewrite(session: ProxySession, slot: Slot, body: Any) -> bytes:
+def _finish_with_rewrite(session: ProxySession, slot: Slot, body: Any) -> bytes | memoryview:
     from protocol.codec import encode_response
 
     return then_addresses(session, slot, encode_response(slot.correlation_id, body))
@@ -177,7 +177,8 @@ class OffsetFetchHandler(ApiHandler):
 def _split_topics(ctx: AuthContext, header, topics, names=None) -> tuple[list, list]:
     names = names if names is not None else [t.name for t in topics]
     verdict: dict[str, bool] = {}
-    allowed, denied = [], []
+    allowed: list[Any] = []
+    denied: list[Any] = []
     for topic, name in zip(topics, names, strict=True):
         if name is None:
             denied.append(topic)
@@ -431,7 +432,7 @@ def _merge_coordinators(
         slot,
         lambda b: dataclasses.replace(b, coordinators=tuple(b.coordinators) + errors),
     )
-    return rewrite_find_coordinator(merged, slot.api_version, session.config.directory)
+    return rewrite_find_coordinator(merged, slot.api_version, session.config.brokers)
 
 
 # ------------------------------------------------------------------- KIP-848 consumer groups

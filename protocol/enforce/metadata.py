@@ -311,7 +311,6 @@ def _rewrite_answer(
     mod = response_module(3, v)
     topic_reader = entity_reader(mod.MetadataResponseTopic)
     view: ClusterView = ctx.policy.cluster_view
-    directory = session.config.directory
     try:
         b_start, b_end, brokers = metadata_brokers_span(frame, v)
         pos = b_end
@@ -358,7 +357,7 @@ def _rewrite_answer(
         _I32.pack_into(tail, 0, MetadataHandler._cluster_ops(ctx, plan.header))
     length = length_prefix(len(kept), flexible)
     new_brokers = session.config.broker_arrays.rewrite(
-        bytes(frame[b_start:b_end]), brokers, v, directory
+        bytes(frame[b_start:b_end]), brokers, v, session.config.brokers
     )
     payload = b"".join(
         (frame[4:b_start], new_brokers, frame[b_end:topics_at], length, *kept, bytes(tail))

@@ -298,9 +298,9 @@ def render_docs() -> str:
         "| Key | API | Why |",
         "|---:|---|---|",
     ]
-    for key in sorted(set(API_NAMES) - set(TABLE)):
-        why = BLOCKED.get(key, "not yet authorized by aclgate (fail closed)")
-        lines.append(f"| {key} | {API_NAMES[key]} | {why} |")
+    for missing in sorted(set(API_NAMES) - set(TABLE)):
+        why = BLOCKED.get(missing, "not yet authorized by aclgate (fail closed)")
+        lines.append(f"| {missing} | {API_NAMES[missing]} | {why} |")
     return "\n".join(lines) + "\n"
 
 

@@ -226,7 +226,10 @@ class JwtValidator:
     @property
     def jwks(self) -> Jwks:
         """The key set in force now."""
-        return self._fixed if self._fixed is not None else self.source.current()
+        if self._fixed is not None:
+            return self._fixed
+        assert self.source is not None  # one of the two is given (__init__)
+        return self.source.current()
 
     def validate(self, token: str, now_ms: int, *, may_wait: bool = False) -> OAuthBearerToken:
         """Return the validated token or raise JwtValidationError.
