@@ -755,7 +755,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     p.add_argument(
-        "--stem", default="soak", help="file names: STEM.json, STEM.md, STEM.png (default soak)"
+        "--stem", default="soak", help="file names: <stem>.json, <stem>.md, <stem>.png (default soak)"
     )
     args = p.parse_args(argv)
     if args.warmup_seconds is None:

@@ -1,7 +1,7 @@
 """Fixtures for the fault tests: their own 3-node Kafka (faults stop its nodes, so it is never
 shared with other tests) and the results table.
 
-Set FAULTS_RESULTS=path.md to write every run's counts there (and the raw figures to
+Set FAULTS_RESULTS=<file>.md to write every run's counts there (and the raw figures to
 path.json); `make test-faults` writes bench/results/faults.md.
 """
 
