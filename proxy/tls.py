@@ -22,7 +22,6 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -31,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 
 __all__ = [
     "CLIENT_AUTH_MODES",
+    "FileFollowingContext",
     "HANDSHAKE_TIMEOUT",
     "ReloadingTlsContext",
     "TlsConfigError",
@@ -197,18 +197,80 @@ def peer_certificate(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> bytes 
     return ssl_object.getpeercert(binary_form=True)
 
 
-@dataclass(frozen=True)
-class _Stamp:
-    mtimes: tuple[int | None, ...]
+class FileFollowingContext:
+    """An SSLContext that follows its files: `current()` rebuilds it first if a file's
+    mtime/size/inode changed (checked at most every `check_interval` seconds). A file that
+    cannot be loaded keeps the previous context in service, logged and counted once."""
+
+    def __init__(
+        self,
+        files: Sequence[str | os.PathLike[str] | None],
+        build: Callable[[], ssl.SSLContext],
+        *,
+        failed: str,
+        reloaded: str,
+        check_interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_reload: Callable[[ssl.SSLContext], None] | None = None,
+    ) -> None:
+        self._files = tuple(f for f in files if f is not None)
+        self._build = build
+        #: log messages: "<failed>: <error>", "<reloaded>"
+        self._failed, self._reloaded = failed, reloaded
+        self._interval = check_interval
+        self._clock = clock
+        self._on_reload = on_reload
+        self._lock = threading.Lock()
+        self._stamp = self._read_stamp()
+        self._context = build()  # the first build must succeed: errors propagate
+        self._checked = clock()
+        self.reloads = 0
+        self.failures = 0
+
+    def _read_stamp(self) -> tuple[tuple[int, int, int] | None, ...]:
+        out: list[tuple[int, int, int] | None] = []
+        for f in self._files:
+            try:
+                st = os.stat(f)
+                out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def current(self) -> ssl.SSLContext:
+        now = self._clock()
+        if self._files and now - self._checked >= self._interval:
+            self.check(now)
+        return self._context
+
+    def check(self, now: float | None = None) -> bool:
+        """Rebuild if a file changed; True if a new context is now in service."""
+        with self._lock:
+            self._checked = self._clock() if now is None else now
+            stamp = self._read_stamp()
+            if stamp == self._stamp:
+                return False
+            self._stamp = stamp  # a broken file is reported once, not on every connection
+            try:
+                context = self._build()
+            except TlsConfigError as e:
+                self.failures += 1
+                log.error("%s: %s", self._failed, e)
+                return False
+            self._context = context
+            self.reloads += 1
+        log.info("%s", self._reloaded)
+        if self._on_reload is not None:
+            self._on_reload(context)
+        return True
 
 
-class ReloadingTlsContext:
-    """A server context that follows its files.
+class ReloadingTlsContext(FileFollowingContext):
+    """The listener's server context, following its certificate, key and CA files.
 
-    `current()` returns the context for a new connection, rebuilding it first if a file's
-    mtime/size/inode changed (checked at most every `check_interval` seconds). For listeners
-    whose SSLContext is fixed at creation (asyncio.start_server(ssl=...)), pass
-    `front_context()` instead: its SNI callback switches each new handshake to `current()`.
+    For listeners whose SSLContext is fixed at creation (asyncio.start_server(ssl=...)), pass
+    `front_context()` instead of `current()`: its SNI callback switches each new handshake to
+    `current()`.
     """
 
     def __init__(
@@ -223,59 +285,16 @@ class ReloadingTlsContext:
         clock: Callable[[], float] = time.monotonic,
         on_reload: Callable[[ssl.SSLContext], None] | None = None,
     ) -> None:
-        self._files: Sequence[str | os.PathLike[str] | None] = (certfile, keyfile, cafile)
-        self._build = lambda: build_server_context(
-            certfile, keyfile, cafile, client_auth, password=password
+        super().__init__(
+            (certfile, keyfile, cafile),
+            lambda: build_server_context(certfile, keyfile, cafile, client_auth, password=password),
+            failed="TLS reload failed, keeping the previous certificate",
+            reloaded=f"TLS certificate reloaded from {certfile}",
+            check_interval=check_interval,
+            clock=clock,
+            on_reload=on_reload,
         )
-        self._interval = check_interval
-        self._clock = clock
-        self._on_reload = on_reload
-        self._lock = threading.Lock()
-        self._stamp = self._read_stamp()
-        self._context = self._build()  # the first build must succeed: errors propagate
-        self._checked = clock()
         self._front: ssl.SSLContext | None = None
-        self.reloads = 0
-        self.failures = 0
-
-    def _read_stamp(self) -> _Stamp:
-        out: list[int | None] = []
-        for f in self._files:
-            if f is None:
-                continue
-            try:
-                st = os.stat(f)
-                out.extend((st.st_mtime_ns, st.st_size, st.st_ino))
-            except OSError:
-                out.extend((None, None, None))
-        return _Stamp(tuple(out))
-
-    def current(self) -> ssl.SSLContext:
-        now = self._clock()
-        if now - self._checked >= self._interval:
-            self.check(now)
-        return self._context
-
-    def check(self, now: float | None = None) -> bool:
-        """Rebuild if the files changed; True if a new context is now in service."""
-        with self._lock:
-            self._checked = self._clock() if now is None else now
-            stamp = self._read_stamp()
-            if stamp == self._stamp:
-                return False
-            self._stamp = stamp  # a broken file is reported once, not on every connection
-            try:
-                context = self._build()
-            except TlsConfigError as e:
-                self.failures += 1
-                log.error("TLS reload failed, keeping the previous certificate: %s", e)
-                return False
-            self._context = context
-            self.reloads += 1
-        log.info("TLS certificate reloaded from %s", self._files[0])
-        if self._on_reload is not None:
-            self._on_reload(context)
-        return True
 
     def front_context(self) -> ssl.SSLContext:
         """A context whose handshakes are switched to `current()` by its SNI callback."""

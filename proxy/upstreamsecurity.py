@@ -9,26 +9,23 @@ open keep what they were opened with.
 from __future__ import annotations
 
 import logging
-import os
 import ssl
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from protocol.sasl.client import OAuthBearerSaslClient, SaslClient, create_client
 from proxy.config import ConfigError, ProxyConfig
 from proxy.httpclient import https_context
 from proxy.oauthtoken import ClientCredentialsToken, SecretFile
-from proxy.tls import TlsConfigError, build_client_context
+from proxy.tls import FileFollowingContext, TlsConfigError, build_client_context
 
 __all__ = ["ReloadingClientContext", "UpstreamSecurity", "build_upstream_security"]
 
 log = logging.getLogger("aclgate.upstream")
 
 
-class ReloadingClientContext:
+class ReloadingClientContext(FileFollowingContext):
     """The upstream TLS client context, rebuilt when its CA, certificate or key file changes
     (checked at most every `check_interval` seconds, when a connection is opened)."""
 
@@ -42,53 +39,17 @@ class ReloadingClientContext:
         check_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._files = tuple(f for f in (cafile, certfile, keyfile) if f is not None)
-        self._build = lambda: build_client_context(
-            cafile, certfile, keyfile, check_hostname=check_hostname
+        files = (cafile, certfile, keyfile)
+        super().__init__(
+            files,
+            lambda: build_client_context(cafile, certfile, keyfile, check_hostname=check_hostname),
+            failed="upstream TLS files not reloaded, keeping the previous ones",
+            reloaded="upstream TLS files reloaded ("
+            + ", ".join(str(f) for f in files if f is not None)
+            + ")",
+            check_interval=check_interval,
+            clock=clock,
         )
-        self._interval = check_interval
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._stamp = self._read_stamp()
-        self._context = self._build()  # the first build must succeed: errors propagate
-        self._checked = clock()
-        self.reloads = 0
-        self.failures = 0
-
-    def _read_stamp(self) -> tuple[Any, ...]:
-        out: list[Any] = []
-        for f in self._files:
-            try:
-                st = os.stat(f)
-                out.append((st.st_mtime_ns, st.st_size, st.st_ino))
-            except OSError:
-                out.append(None)
-        return tuple(out)
-
-    def current(self) -> ssl.SSLContext:
-        now = self._clock()
-        if self._files and now - self._checked >= self._interval:
-            self.check(now)
-        return self._context
-
-    def check(self, now: float | None = None) -> bool:
-        """Rebuild if a file changed; True if a new context is now in service."""
-        with self._lock:
-            self._checked = self._clock() if now is None else now
-            stamp = self._read_stamp()
-            if stamp == self._stamp:
-                return False
-            self._stamp = stamp  # a broken file is reported once, not at every connection
-            try:
-                context = self._build()
-            except TlsConfigError as exc:
-                self.failures += 1
-                log.error("upstream TLS files not reloaded, keeping the previous ones: %s", exc)
-                return False
-            self._context = context
-            self.reloads += 1
-        log.info("upstream TLS files reloaded (%s)", ", ".join(str(f) for f in self._files))
-        return True
 
 
 class UpstreamSecurity:
