@@ -17,7 +17,6 @@ Writes connection_churn.json and connection_churn.md to bench/results/ or --out.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import socket
 import ssl
@@ -27,6 +26,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench.recording import measured_code, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,14 +93,8 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         "# Connection churn: proxy RSS while clients connect and disconnect",
         "",
-        f"Recorded {data['recorded_at']} with `{data['command']}` at commit "
-        f"{(env.get('git_commit') or '?')[:7]}"
-        + (
-            " (proxy/ or protocol/ had uncommitted changes)"
-            if env.get("git_dirty_measured_code")
-            else ""
-        )
-        + f", Python {env.get('python')}, uvloop {env.get('uvloop')}, "
+        f"Recorded {data['recorded_at']} with `{data['command']}` {measured_code(env)}"
+        f", Python {env.get('python')}, uvloop {env.get('uvloop')}, "
         f"{data['openssl']}, {env.get('cores')} vCPUs shared with other test runs.",
         "",
         f"{data['connections']:,} connections per listener, opened and closed one after another "
@@ -172,10 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         "environment": env,
         "listeners": results,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "connection_churn.json").write_text(json.dumps(data, indent=2) + "\n")
     md = markdown(data)
-    (args.out / "connection_churn.md").write_text(md)
+    write_results(args.out, "connection_churn", data, md)
     print(md)
     return 0
 

@@ -47,6 +47,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.recording import measured_code, write_results
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 VARIANTS = ("silent", "apiversions", "sasl")
@@ -345,14 +347,8 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         "# Memory per idle client connection",
         "",
-        f"Recorded {data['recorded_at']} with `{data['command']}` at commit "
-        f"{(env.get('git_commit') or '?')[:7]}"
-        + (
-            " (proxy/ or protocol/ had uncommitted changes)"
-            if env.get("git_dirty_measured_code")
-            else ""
-        )
-        + f", Python {env.get('python')}, uvloop {env.get('uvloop')}, tansu {env.get('tansu')}, "
+        f"Recorded {data['recorded_at']} with `{data['command']}` {measured_code(env)}"
+        f", Python {env.get('python')}, uvloop {env.get('uvloop')}, tansu {env.get('tansu')}, "
         f"{env.get('cores')} vCPUs ({env.get('cpu_model')}), load average "
         f"{data['loadavg_before'][0]} before, {data['loadavg_after'][0]} after (1 min; the "
         "machine is shared with other test runs). The proxy's open-files "
@@ -491,10 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         "client_nofile": results[0]["client"]["nofile_limit"] if results else None,
         "variants": results,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "idle_connections.json").write_text(json.dumps(data, indent=2) + "\n")
     md = markdown(data)
-    (args.out / "idle_connections.md").write_text(md)
+    write_results(args.out, "idle_connections", data, md)
     print(md)
     return 0
 

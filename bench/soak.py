@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import shlex
 import socket
@@ -54,6 +53,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench.recording import measured_code, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -595,14 +596,8 @@ def markdown(data: dict[str, Any], plot: str = "soak.png") -> str:
     lines = [
         f"# Soak: {label} through aclgate",
         "",
-        f"Recorded {data['recorded_at']} with `{data['command']}` at commit "
-        f"{(env.get('git_commit') or '?')[:7]}"
-        + (
-            " (proxy/ or protocol/ had uncommitted changes)"
-            if env.get("git_dirty_measured_code")
-            else ""
-        )
-        + f", {data['broker']['name']} {data['broker']['version']} (1 node), Python "
+        f"Recorded {data['recorded_at']} with `{data['command']}` {measured_code(env)}"
+        f", {data['broker']['name']} {data['broker']['version']} (1 node), Python "
         f"{env.get('python')}, uvloop {env.get('uvloop')}, librdkafka "
         f"{data['librdkafka']}, {env.get('cores')} vCPUs ({env.get('cpu_model')}) shared with "
         f"other test runs: load average {data['loadavg_before'][0]} before, "
@@ -755,7 +750,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     p.add_argument(
-        "--stem", default="soak", help="file names: <stem>.json, <stem>.md, <stem>.png (default soak)"
+        "--stem",
+        default="soak",
+        help="file names: <stem>.json, <stem>.md, <stem>.png (default soak)",
     )
     args = p.parse_args(argv)
     if args.warmup_seconds is None:
@@ -965,10 +962,8 @@ def main(argv: list[str] | None = None) -> int:
         "result": result,
         "samples": samples,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.stem}.json").write_text(json.dumps(data, indent=1) + "\n")
     md = markdown(data, f"{args.stem}.png")
-    (args.out / f"{args.stem}.md").write_text(md)
+    write_results(args.out, args.stem, data, md, indent=1)
     plotted = write_plot(data, args.out / f"{args.stem}.png")
     print(md)
     if not plotted:
