@@ -26,7 +26,7 @@ from pathlib import Path
 from authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
 from authz.authorizer import Authorizer
 from authz.model import AclBinding
-from proxy.fsutil import exclusive_lock, write_atomically
+from proxy.fsutil import exclusive_lock, stat_signature, write_atomically
 
 __all__ = ["AclFileError", "AclFileStore", "AclFileWatcher"]
 
@@ -142,10 +142,10 @@ class AclFileWatcher:
             raise AclFileError(f"{self.path}: ACL file does not exist") from None
         except OSError as exc:
             raise AclFileError(f"{self.path}: cannot read ACL file: {exc.strerror}") from None
-        if self._signature == _signature(st) and not self._racy:
+        if self._signature == stat_signature(st) and not self._racy:
             return False
         data, st = _read(self.path)
-        self._signature = _signature(st)
+        self._signature = stat_signature(st)
         self._racy = time.time() - st.st_mtime < RACY_SECONDS
         digest = hashlib.sha256(data).digest()
         if digest == self._digest:
@@ -199,7 +199,3 @@ class AclFileWatcher:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-
-def _signature(st: os.stat_result) -> tuple[int, ...]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

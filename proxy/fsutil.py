@@ -128,3 +128,14 @@ def exclusive_lock(path: Path, mode: int = 0o600) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def stat_signature(st: os.stat_result) -> tuple[int, ...]:
+    """What says a file changed: a rewrite in place (size, mtime, ctime) or a replacement by
+    rename (device, inode). Every file the proxy follows (ACLs, users, secrets, TLS) uses it."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def file_signature(path: str | os.PathLike[str]) -> tuple[int, ...]:
+    """`stat_signature` of `path`; OSError if it cannot be stat'ed."""
+    return stat_signature(os.stat(path))

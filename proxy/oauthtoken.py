@@ -21,7 +21,6 @@ import binascii
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 from urllib.parse import urlencode
 
+from proxy.fsutil import file_signature
 from proxy.httpclient import HttpError, https_context, request
 
 __all__ = ["ClientCredentialsToken", "SecretFile", "TokenEndpointError"]
@@ -49,7 +49,7 @@ class SecretFile:
     def __init__(self, path: Path | str, what: str = "secret file"):
         self.path = Path(path)
         self.what = what
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._value = ""
         self.current()
         if not self._value:
@@ -57,8 +57,7 @@ class SecretFile:
 
     def current(self) -> str:
         try:
-            st = os.stat(self.path)
-            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            stamp = file_signature(self.path)
             if stamp != self._stamp:
                 lines = self.path.read_text().splitlines()
                 value = lines[0] if lines else ""

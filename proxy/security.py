@@ -7,7 +7,6 @@ handshakes."""
 from __future__ import annotations
 
 import logging
-import os
 import ssl
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from protocol.proxyproto import parse_trusted_cidrs
 from protocol.sasl import JwtValidator, create_server
 from proxy.authpool import FairHashPool
 from proxy.config import ConfigError, ProxyConfig
+from proxy.fsutil import file_signature
 from proxy.jwks import build_oauth_validator
 from proxy.ratelimit import RateLimitedLog
 from proxy.tls import (
@@ -51,19 +51,18 @@ class ReloadingUsers:
 
     def __init__(self, path: Path):
         self.path = path
-        self._stamp: tuple | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._users: Users = self._load()
 
     def _load(self) -> Users:
-        st = os.stat(self.path)
+        stamp = file_signature(self.path)
         users = load_users(self.path)
-        self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        self._stamp = stamp
         return users
 
     def current(self) -> Users:
         try:
-            st = os.stat(self.path)
-            if (st.st_ino, st.st_size, st.st_mtime_ns) != self._stamp:
+            if file_signature(self.path) != self._stamp:
                 self._users = self._load()
                 log.info("reloaded users file %s (%d users)", self.path, len(self._users.names()))
         except (OSError, UsersFileError) as exc:

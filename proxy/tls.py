@@ -28,10 +28,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 
+from proxy.fsutil import file_signature
+
 __all__ = [
     "CLIENT_AUTH_MODES",
-    "FileFollowingContext",
     "HANDSHAKE_TIMEOUT",
+    "FileFollowingContext",
     "ReloadingTlsContext",
     "TlsConfigError",
     "build_client_context",
@@ -227,12 +229,11 @@ class FileFollowingContext:
         self.reloads = 0
         self.failures = 0
 
-    def _read_stamp(self) -> tuple[tuple[int, int, int] | None, ...]:
-        out: list[tuple[int, int, int] | None] = []
+    def _read_stamp(self) -> tuple[tuple[int, ...] | None, ...]:
+        out: list[tuple[int, ...] | None] = []
         for f in self._files:
             try:
-                st = os.stat(f)
-                out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+                out.append(file_signature(f))
             except OSError:
                 out.append(None)
         return tuple(out)
