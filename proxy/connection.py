@@ -173,12 +173,9 @@ class ClientConnection(asyncio.Protocol):
     def _refuse(self, kind: str, reason: str) -> None:
         """A connection over a limit: closed at once, counted, logged at most every 10 s per
         kind (a connection flood must not become a log flood)."""
-        self.closed = True
         self.server.metrics.errors.labels(kind).inc()
         self.server.log_refusal(kind, f"refused connection from {self.peer}: {reason}")
-        if self.transport is not None:
-            self.transport.close()
-        self._teardown()
+        self._shut()
 
     def check_timeouts(self, now: float, idle: float, setup: float, partial: float) -> None:
         """Called by the server's sweep about every second (proxy.server)."""
@@ -214,12 +211,16 @@ class ClientConnection(asyncio.Protocol):
             self.server.log_refusal(
                 f"timeout-{kind}", f"closing connection from {self.peer}: {reason}", level
             )
+        self._shut()
+
+    def _shut(self) -> None:
+        """Close both sides now; the caller has logged and counted why."""
         self.closed = True
-        if self.session is not None:
-            self.session.closed = True
         if self.transport is not None:
+            # (a failed authentication waited connection.failed.authentication.delay.ms
+            # before its answer, in protocol/saslgate.py: the close follows the answer)
             self.transport.close()
-        self._teardown()
+        self._teardown()  # marks the session closed too
 
     @property
     def listener_label(self) -> str:
@@ -452,13 +453,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             self.server.metrics.errors.labels(kind).inc()
             log.warning("closing connection from %s: %s", self.peer, log_safe(reason))
-        if self.session is not None:
-            self.session.closed = True
-        if self.transport is not None:
-            # (a failed authentication waited connection.failed.authentication.delay.ms
-            # before its answer, in protocol/saslgate.py: the close follows the answer)
-            self.transport.close()
-        self._teardown()
+        self._shut()
 
     def stop_accepting(self) -> None:
         """Graceful shutdown: no new requests; responses in flight still reach the client."""
