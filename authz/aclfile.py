@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from authz.model import (
+from aclgate.authz.model import (
     FIELDS,
     AclBinding,
     AclOperation,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from authz import byresourcetype
-from authz.decision import (
+from aclgate.authz import byresourcetype
+from aclgate.authz.decision import (
     NO_ACL_ALLOW,
     NO_ACL_DENY,
     RULE_ACL,
@@ -25,7 +25,7 @@ from authz.decision import (
     SUPER_USER,
     Decision,
 )
-from authz.model import (
+from aclgate.authz.model import (
     FILTER_ONLY_TYPES,
     SUPPORTED_OPERATIONS,
     AclBinding,
@@ -37,7 +37,7 @@ from authz.model import (
     ResourceType,
     parse_principal,
 )
-from authz.snapshot import Snapshot
+from aclgate.authz.snapshot import Snapshot
 
 __all__ = [
     "RULE_ACL",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from authz.decision import RULE_ACL, Decision
-from authz.model import (
+from aclgate.authz.decision import RULE_ACL, Decision
+from aclgate.authz.model import (
     WILDCARD,
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from authz.model import AclBinding
-from authz.text import standard_acl
+from aclgate.authz.model import AclBinding
+from aclgate.authz.text import standard_acl
 
 RULE_ACL = "ACL"
 RULE_SUPER_USER = "SUPER_USER"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from authz.decision import DEFAULT_DENY, RULE_ACL, Decision
-from authz.model import (
+from aclgate.authz.decision import DEFAULT_DENY, RULE_ACL, Decision
+from aclgate.authz.model import (
     IMPLIED_BY_ALLOW,
     WILDCARD,
     WILDCARD_HOST,

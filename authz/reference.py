@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from authz.model import (
+from aclgate.authz.model import (
     IMPLIED_BY_ALLOW,
     WILDCARD,
     AclBinding,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from authz import byresourcetype
-from authz.cache import GenerationalCache
-from authz.decision import Decision
-from authz.index import PatternKey, TypeIndex, group_by_type
-from authz.model import AclBinding, ResourceType, listing_order
+from aclgate.authz import byresourcetype
+from aclgate.authz.cache import GenerationalCache
+from aclgate.authz.decision import Decision
+from aclgate.authz.index import PatternKey, TypeIndex, group_by_type
+from aclgate.authz.model import AclBinding, ResourceType, listing_order
 
 
 class Snapshot:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from aclgate.authz.model import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 
 def _or_any(value: str | None) -> str:

@@ -31,9 +31,15 @@ import time
 import timeit
 from pathlib import Path
 
-from authz.aclfile import dump_acl_file, parse_acl_file
-from authz.authorizer import Authorizer
-from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from aclgate.authz.aclfile import dump_acl_file, parse_acl_file
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 RESULTS = Path(__file__).parent / "results"
 PREFIX = "foo-bar35_resource-"

@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     args = p.parse_args(argv)
 
+    from aclgate.proxy.embedded_broker import TansuBroker
     from bench.latency import environment
-    from proxy.embedded_broker import TansuBroker
 
     command = "python -m bench.connection_churn " + shlex.join(
         argv if argv is not None else sys.argv[1:]

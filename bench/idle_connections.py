@@ -240,7 +240,7 @@ def proxy_args(variant: str, broker: str, workdir: Path) -> list[str]:
         users = workdir / "users.json"
         subprocess.run(
             [
-                *(sys.executable, "-m", "proxy", "users", "add", "bench"),
+                *(sys.executable, "-m", "aclgate", "users", "add", "bench"),
                 *("--users-file", str(users), "--mechanism", "PLAIN", "--password-stdin"),
             ],
             input="bench-secret\n",
@@ -451,8 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
 
+    from aclgate.proxy.embedded_broker import TansuBroker
     from bench.latency import _loadavg, environment
-    from proxy.embedded_broker import TansuBroker
 
     command = "python -m bench.idle_connections " + shlex.join(argv or sys.argv[1:])
     loadavg_before = _loadavg()

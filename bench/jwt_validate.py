@@ -1,6 +1,6 @@
 """OAUTHBEARER token validation cost: `JwtValidator.validate` per token, by algorithm.
 
-    python -m bench.jwt_validate                        # the validator in protocol/sasl/jwt.py
+    python -m bench.jwt_validate                        # the validator in protocol/identity/sasl/jwt.py
     python -m bench.jwt_validate --compare OLD.py       # and another jwt.py side by side
 
 Why: issue 15 moved JWT verification from hand-written code on `cryptography` to PyJWT, on
@@ -8,7 +8,7 @@ the condition that a benchmark shows the library costs no more than a login can 
 validation runs on the event loop for every OAUTHBEARER login and re-authentication. Each
 figure is the best of 5 rounds of 2,000 validations of one valid token (RS256 and PS256 with
 a 2048-bit key, ES256 on P-256), in microseconds per token; `--compare` loads another
-implementation of the same API (e.g. `git show <commit>:protocol/sasl/jwt.py > old.py`).
+implementation of the same API (e.g. `git show <commit>:protocol/identity/sasl/jwt.py > old.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-import protocol.sasl.jwt as current
+import aclgate.protocol.identity.sasl.jwt as current
 
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 EC_KEY = ec.generate_private_key(ec.SECP256R1())
@@ -109,7 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compare", metavar="JWT_PY", help="another jwt.py to measure too")
     args = parser.parse_args()
-    rows = {"protocol/sasl/jwt.py": measure(current)}
+    rows = {"protocol/identity/sasl/jwt.py": measure(current)}
     if args.compare:
         rows[args.compare] = measure(_load(args.compare))
     print(f"{'µs per validation':40} {'RS256':>8} {'PS256':>8} {'ES256':>8}")

@@ -5,7 +5,7 @@
     python -m bench.latency --aclgate-arg=--log-level=ERROR   # extra `aclgate serve` flags
 
 Method (docs/bench.md, "The yardstick"): tansu is started on a loopback port, the relay
-(`bench/relay.py`) and aclgate (`python -m proxy serve`) each in their own process in front of
+(`bench/relay.py`) and aclgate (`python -m aclgate serve`) each in their own process in front of
 it. One client connection per path and round (asyncio + uvloop, bare Protocol) sends
 pre-encoded requests at a fixed rate, one request at a time: Metadata v12 for one topic and
 Produce v9 (acks=1, one record with a 100-byte value, uncompressed RecordBatch v2). Latency is
@@ -58,7 +58,7 @@ from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from proxy.embedded_broker import TansuBroker, api_versions_probe, free_port
+from aclgate.proxy.embedded_broker import TansuBroker, api_versions_probe, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -412,7 +412,7 @@ def aclgate_serve_help() -> str:
     """`aclgate serve --help`: which flags this checkout's aclgate has."""
     try:
         return subprocess.run(
-            [sys.executable, "-m", "proxy", "serve", "--help"],
+            [sys.executable, "-m", "aclgate", "serve", "--help"],
             capture_output=True,
             text=True,
             cwd=ROOT,
@@ -954,7 +954,7 @@ def main(argv: list[str] | None = None) -> int:
             gate = [
                 py,
                 "-m",
-                "proxy",
+                "aclgate",
                 "serve",
                 "--upstream",
                 broker.bootstrap,

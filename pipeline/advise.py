@@ -11,14 +11,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.advisor import Key, Observations, Proposal, propose
-from pipeline.jobs import load_audit
-from pipeline.schema import KEY_FIELDS
+from aclgate.pipeline.advisor import Key, Observations, Proposal, propose
+from aclgate.pipeline.jobs import load_audit
+from aclgate.pipeline.schema import KEY_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipeline.spark import Progress
+    from aclgate.pipeline.spark import Progress
 
 
 @dataclass
@@ -70,8 +70,8 @@ def observations(
 
 
 def write_acl_file(proposal: Proposal, out: Path) -> None:
-    from authz.aclfile import dump_acl_file
-    from authz.model import AclBinding
+    from aclgate.authz.aclfile import dump_acl_file
+    from aclgate.authz.model import AclBinding
 
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_acl_file(AclBinding.from_dict(a) for a in proposal.acls))

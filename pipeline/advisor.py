@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pipeline.schema import acl_entry
+from aclgate.pipeline.schema import acl_entry
 
 PREFIX_TYPES = ("TOPIC", "GROUP")
 SEPARATORS = ".-_"
@@ -56,7 +56,7 @@ class Proposal:
 
 
 def _implied_names() -> dict[str, frozenset[str]]:
-    from authz.model import IMPLIED_BY_ALLOW
+    from aclgate.authz.model import IMPLIED_BY_ALLOW
 
     return {op.name: frozenset(i.name for i in implied) for op, implied in IMPLIED_BY_ALLOW.items()}
 
@@ -139,8 +139,8 @@ def build(
 
 
 def _decide(acls: list[dict], keys: Iterable[Key], super_users: tuple[str, ...]):
-    from authz.authorizer import Authorizer
-    from authz.model import AclBinding, AclOperation, ResourceType
+    from aclgate.authz.authorizer import Authorizer
+    from aclgate.authz.model import AclBinding, AclOperation, ResourceType
 
     authorizer = Authorizer(super_users=super_users)
     authorizer.load([AclBinding.from_dict(a) for a in acls])

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pipeline.schema import KEY_FIELDS
-from pipeline.timeutil import from_micros
+from aclgate.pipeline.schema import KEY_FIELDS
+from aclgate.pipeline.timeutil import from_micros
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -13,12 +13,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipeline.schema import KEY_FIELDS
+from aclgate.pipeline.schema import KEY_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipeline.acls import AclSnapshot
+    from aclgate.pipeline.acls import AclSnapshot
 
 INVALID_RULE = "INVALID_KEY"
 
@@ -45,8 +45,8 @@ def authorizer_for(policy: Policy) -> Any:
     """An `authz.Authorizer` loaded with the policy, cached per Python process."""
     found = _AUTHORIZERS.get(policy.fingerprint)
     if found is None:
-        from authz.aclfile import parse_acl_file
-        from authz.authorizer import Authorizer
+        from aclgate.authz.aclfile import parse_acl_file
+        from aclgate.authz.authorizer import Authorizer
 
         found = Authorizer(
             super_users=policy.super_users,
@@ -60,7 +60,7 @@ def authorizer_for(policy: Policy) -> Any:
 
 def decide(policy: Policy, keys: Iterable[Sequence[str]]) -> Iterator[tuple]:
     """(key..., decision, rule, acl dict or None) for each (principal, host, op, type, name)."""
-    from authz.model import AclOperation, ResourceType
+    from aclgate.authz.model import AclOperation, ResourceType
 
     authorizer = authorizer_for(policy)
     for principal, host, operation, resource_type, resource_name in keys:
@@ -86,7 +86,7 @@ def _partition(broadcast: Any) -> Any:
 def evaluated_schema() -> Any:
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from pipeline.schema import acl_struct_type
+    from aclgate.pipeline.schema import acl_struct_type
 
     return StructType(
         [StructField(name, StringType(), nullable=False) for name in KEY_FIELDS]
@@ -100,7 +100,7 @@ def evaluated_schema() -> Any:
 
 def evaluate_keys(spark: SparkSession, keys: DataFrame, policy: Policy) -> DataFrame:
     """Candidate decision, rule and deciding ACL of every distinct key in `keys`."""
-    from pipeline.spark import ship_packages
+    from aclgate.pipeline.spark import ship_packages
 
     ship_packages(spark)
     broadcast = spark.sparkContext.broadcast(policy)

@@ -7,15 +7,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.inputs import expand_inputs
-from pipeline.malformed import malformed_lines, malformed_sample
-from pipeline.reader import AuditData, line_stats, read_audit
-from pipeline.timeutil import iso
+from aclgate.pipeline.inputs import expand_inputs
+from aclgate.pipeline.malformed import malformed_lines, malformed_sample
+from aclgate.pipeline.reader import AuditData, line_stats, read_audit
+from aclgate.pipeline.timeutil import iso
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.spark import Progress
+    from aclgate.pipeline.spark import Progress
 
 MALFORMED_SAMPLE = 100
 

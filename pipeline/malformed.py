@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.inputs import display_path
+from aclgate.pipeline.inputs import display_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from pipeline.reader import AuditData
+    from aclgate.pipeline.reader import AuditData
 
 
 def malformed_lines(data: AuditData) -> DataFrame:

@@ -11,7 +11,7 @@ from collections.abc import Set as AbstractSet
 from html import escape
 from typing import Any
 
-from pipeline.charts import (
+from aclgate.pipeline.charts import (
     ALLOWED,
     DENIED,
     DRY_RUN,

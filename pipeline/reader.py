@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pipeline.inputs import InputFiles, display_path
-from pipeline.schema import (
+from aclgate.pipeline.inputs import InputFiles, display_path
+from aclgate.pipeline.schema import (
     CORRUPT_COLUMN,
     DECISIONS,
     OPERATIONS,
@@ -24,7 +24,7 @@ from pipeline.schema import (
     SCHEMA_VERSION,
     audit_schema,
 )
-from pipeline.timeutil import from_micros
+from aclgate.pipeline.timeutil import from_micros
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

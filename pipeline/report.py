@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pipeline.acl_usage import acl_usage_table, usage_summary
-from pipeline.acls import load_acls
-from pipeline.aggregate import (
+from aclgate.pipeline.acl_usage import acl_usage_table, usage_summary
+from aclgate.pipeline.acls import load_acls
+from aclgate.pipeline.aggregate import (
     access_table,
     bucket_seconds,
     denied_table,
@@ -28,17 +28,17 @@ from pipeline.aggregate import (
     top_lists,
     totals,
 )
-from pipeline.evaluate import Policy
-from pipeline.jobs import load_audit
-from pipeline.output import prepare_out_dir, write_csv, write_json, write_parquet
-from pipeline.page import render_page
-from pipeline.timeutil import iso, parse_user_time, to_micros
-from pipeline.whatif import compare, policy_header, write_whatif
+from aclgate.pipeline.evaluate import Policy
+from aclgate.pipeline.jobs import load_audit
+from aclgate.pipeline.output import prepare_out_dir, write_csv, write_json, write_parquet
+from aclgate.pipeline.page import render_page
+from aclgate.pipeline.timeutil import iso, parse_user_time, to_micros
+from aclgate.pipeline.whatif import compare, policy_header, write_whatif
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.spark import Progress
+    from aclgate.pipeline.spark import Progress
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline.sample_world import api_fields, build_world, candidate_policy, decide_all
+from aclgate.pipeline.sample_world import api_fields, build_world, candidate_policy, decide_all
 
 BATCH = 50_000
 AGGREGATE_SHARE = 0.33

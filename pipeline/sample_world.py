@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.schema import acl_entry as _acl
+from aclgate.pipeline.schema import acl_entry as _acl
 
 SUPER_USERS = ("User:admin",)
 
@@ -268,8 +268,8 @@ def api_fields(api: str) -> tuple[int, int]:
 
 def decide_all(acls: list[dict[str, str]], acts: list[Activity]) -> list[tuple[str, str, Any]]:
     """(decision, rule, acl dict | None) of each activity under the policy, by authz."""
-    from authz.authorizer import Authorizer
-    from authz.model import AclBinding, AclOperation, ResourceType
+    from aclgate.authz.authorizer import Authorizer
+    from aclgate.authz.model import AclBinding, AclOperation, ResourceType
 
     authorizer = Authorizer(super_users=SUPER_USERS)
     authorizer.load([AclBinding.from_dict(a) for a in acls])

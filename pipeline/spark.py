@@ -165,12 +165,14 @@ class Progress:
 _SHIPPED: set[int] = set()
 
 
-def ship_packages(spark: SparkSession, packages: Sequence[str] = ("authz", "pipeline")) -> None:
+def ship_packages(
+    spark: SparkSession, packages: Sequence[str] = ("aclgate.authz", "aclgate.pipeline")
+) -> None:
     """Make our Python packages importable on executors that run Python code.
 
     A local executor uses this interpreter (and finds the packages through the install),
-    but a cluster's executors may run another environment: zip the packages and add the
-    zip to the job once per SparkContext.
+    but a cluster's executors may run another environment: zip the packages (under
+    `aclgate/`, with its `__init__.py`) and add the zip to the job once per SparkContext.
     """
     import importlib
     import tempfile
@@ -182,13 +184,18 @@ def ship_packages(spark: SparkSession, packages: Sequence[str] = ("authz", "pipe
     handle, name = tempfile.mkstemp(prefix="aclgate-pyfiles-", suffix=".zip")
     os.close(handle)
     with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as archive:
+        parents = {p.rpartition(".")[0] for p in packages if "." in p}
+        for parent in sorted(parents):
+            init = importlib.import_module(parent).__file__
+            assert init is not None
+            archive.write(init, Path(*parent.split("."), "__init__.py"))
         for package in packages:
             init = importlib.import_module(package).__file__
             assert init is not None  # aclgate's packages are regular ones, with an __init__.py
             root = Path(init).parent
             for path in sorted(root.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:
-                    archive.write(path, Path(package, path.relative_to(root)))
+                    archive.write(path, Path(*package.split("."), path.relative_to(root)))
     sc.addPyFile(name)  # served from this path while the context lives
     atexit.register(_unlink_quietly, name)
     _SHIPPED.add(id(sc))

@@ -25,10 +25,10 @@ import argparse
 import importlib
 
 JOBS = {
-    "report": "pipeline.cli.report",
-    "advise": "pipeline.cli.advise",
-    "whatif": "pipeline.cli.whatif",
-    "audit-sample": "pipeline.cli.sample",
+    "report": "aclgate.pipeline.cli.report",
+    "advise": "aclgate.pipeline.cli.advise",
+    "whatif": "aclgate.pipeline.cli.whatif",
+    "audit-sample": "aclgate.pipeline.cli.sample",
 }
 
 

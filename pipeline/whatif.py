@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.evaluate import INVALID_RULE, Policy, evaluate_keys
-from pipeline.output import write_csv, write_json, write_parquet
-from pipeline.schema import KEY_FIELDS
+from aclgate.pipeline.evaluate import INVALID_RULE, Policy, evaluate_keys
+from aclgate.pipeline.output import write_csv, write_json, write_parquet
+from aclgate.pipeline.schema import KEY_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -6,18 +6,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pipeline.acls import load_acls
-from pipeline.evaluate import Policy
-from pipeline.jobs import load_audit
-from pipeline.output import prepare_out_dir
-from pipeline.page import render_page
-from pipeline.timeutil import iso
-from pipeline.whatif import compare, policy_header, write_whatif
+from aclgate.pipeline.acls import load_acls
+from aclgate.pipeline.evaluate import Policy
+from aclgate.pipeline.jobs import load_audit
+from aclgate.pipeline.output import prepare_out_dir
+from aclgate.pipeline.page import render_page
+from aclgate.pipeline.timeutil import iso
+from aclgate.pipeline.whatif import compare, policy_header, write_whatif
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.spark import Progress
+    from aclgate.pipeline.spark import Progress
 
 
 @dataclass

@@ -21,14 +21,14 @@ from kio.serial.readers import compact_array_reader, legacy_array_reader
 from kio.serial.writers import compact_array_writer, legacy_array_writer
 from kio.static.primitive import i32
 
-from protocol.codec import (
+from aclgate.protocol.codec import (
     DECODE_ERRORS,
     MalformedResponse,
     decode_response,
     encode_response,
     response_body_offset,
 )
-from protocol.versions import response_class, response_module
+from aclgate.protocol.versions import response_class, response_module
 
 METADATA, PRODUCE, FETCH, FIND_COORDINATOR, DESCRIBE_CLUSTER = 3, 0, 1, 10, 60
 _SIZE = struct.Struct(">i")

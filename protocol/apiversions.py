@@ -10,9 +10,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
-from protocol.codec import DECODE_ERRORS, MalformedResponse
-from protocol.header import skip_tagged_fields
-from protocol.lengths import length_prefix, read_length
+from aclgate.protocol.codec import DECODE_ERRORS, MalformedResponse
+from aclgate.protocol.header import skip_tagged_fields
+from aclgate.protocol.lengths import length_prefix, read_length
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35

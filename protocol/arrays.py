@@ -31,8 +31,8 @@ from kio.serial._introspect import (
 from kio.serial._parse import get_reader
 from kio.serial.readers import read_unsigned_varint
 
-from protocol.header import MalformedRequest
-from protocol.lengths import read_length
+from aclgate.protocol.header import MalformedRequest
+from aclgate.protocol.lengths import read_length
 
 _I8 = struct.Struct(">b")
 #: wire size of the fixed-width kafka types

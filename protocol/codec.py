@@ -14,9 +14,9 @@ from kio.index import KioIndexError
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
-from protocol import arrays
-from protocol.header import MalformedRequest, RequestHeader, skip_tagged_fields
-from protocol.versions import request_class, response_class
+from aclgate.protocol import arrays
+from aclgate.protocol.header import MalformedRequest, RequestHeader, skip_tagged_fields
+from aclgate.protocol.versions import request_class, response_class
 
 _SIZE = struct.Struct(">i")
 #: what a kio read can raise on bad or unexpected input

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.header import MalformedRequest
+from aclgate.protocol.header import MalformedRequest
 
 _SIZE = struct.Struct(">i")
 DEFAULT_MAX_FRAME = 104_857_600  # Kafka's socket.request.max.bytes default

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
-from protocol.versions import REQUEST_FLEXIBLE
+from aclgate.protocol.versions import REQUEST_FLEXIBLE
 
 _HDR = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _INT32 = struct.Struct(">i")

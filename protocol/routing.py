@@ -13,18 +13,18 @@ from collections.abc import Mapping
 
 from kio.serial.readers import read_unsigned_varint
 
-from protocol.addresses import (
+from aclgate.protocol.addresses import (
     rewrite_describe_cluster,
     rewrite_find_coordinator,
     rewrite_metadata,
     rewrite_node_endpoints,
 )
-from protocol.apiversions import trim_api_versions
-from protocol.effects import DroppedApiKeys
-from protocol.framing import Frame
-from protocol.header import MalformedRequest, RequestHeader
-from protocol.session import ProxySession, ResponseRewriter, Slot
-from protocol.versions import KIO_RANGES
+from aclgate.protocol.apiversions import trim_api_versions
+from aclgate.protocol.effects import DroppedApiKeys
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import MalformedRequest, RequestHeader
+from aclgate.protocol.session import ProxySession, ResponseRewriter, Slot
+from aclgate.protocol.versions import KIO_RANGES
 
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 18, 60
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36

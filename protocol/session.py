@@ -31,19 +31,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
-from protocol.addresses import AnswerCache, BrokerArrayCache, BrokerDirectory
-from protocol.codec import MalformedResponse
-from protocol.effects import NO_RESUME, Effect, Notification, Wait
-from protocol.framing import DEFAULT_MAX_FRAME, Frame, FrameSplitter, FrameTooLarge
-from protocol.header import MalformedRequest, RequestHeader, UnknownApi, parse_request_header
+from aclgate.protocol.addresses import AnswerCache, BrokerArrayCache, BrokerDirectory
+from aclgate.protocol.codec import MalformedResponse
+from aclgate.protocol.effects import NO_RESUME, Effect, Notification, Wait
+from aclgate.protocol.framing import DEFAULT_MAX_FRAME, Frame, FrameSplitter, FrameTooLarge
+from aclgate.protocol.header import (
+    MalformedRequest,
+    RequestHeader,
+    UnknownApi,
+    parse_request_header,
+)
 
 _SIZE_CORR = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
 T = TypeVar("T")
 
 if TYPE_CHECKING:  # only for annotations: both import this module
-    from protocol.enforce.context import AuthContext
-    from protocol.saslgate import SaslState
+    from aclgate.protocol.enforce.context import AuthContext
+    from aclgate.protocol.identity.saslgate import SaslState
 #: answers collected from one read before they are written (and the write buffer checked)
 _OUTPUT_BATCH = 16
 

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
-from authz.authorizer import Authorizer
-from authz.model import AclBinding
-from proxy.fsutil import exclusive_lock, stat_signature, write_atomically
+from aclgate.authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import AclBinding
+from aclgate.proxy.fsutil import exclusive_lock, stat_signature, write_atomically
 
 __all__ = ["AclFileError", "AclFileStore", "AclFileWatcher"]
 

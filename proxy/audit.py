@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from authz.decision import Decision
+from aclgate.authz.decision import Decision
 
 log = logging.getLogger("aclgate.audit")
 SCHEMA_VERSION = 1

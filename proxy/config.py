@@ -543,7 +543,7 @@ class ProxyConfig:
                 raise ConfigError(f"{name} must be 0 (no limit) or more")
         if not self.shutdown_grace >= 0:
             raise ConfigError("shutdown_grace must be 0 or more seconds")
-        from authz.authorizer import parse_super_users
+        from aclgate.authz.authorizer import parse_super_users
 
         for principal in self.super_user:
             try:
@@ -577,7 +577,7 @@ class ProxyConfig:
                 f"ssl_client_auth {self.ssl_client_auth} needs --ssl-cafile (the CAs of client certificates)"
             )
         if protocol.startswith("SASL"):
-            from protocol.sasl import SUPPORTED_MECHANISMS
+            from aclgate.protocol.identity.sasl import SUPPORTED_MECHANISMS
 
             mechanisms = self.sasl_mechanism_list
             if not mechanisms:
@@ -628,7 +628,7 @@ class ProxyConfig:
 
     def _validate_oauthbearer_keys(self) -> None:
         """OAUTHBEARER on the listener: exactly one source of verification keys."""
-        from proxy.httpclient import check_https_url
+        from aclgate.proxy.httpclient import check_https_url
 
         sources = [
             name
@@ -661,7 +661,7 @@ class ProxyConfig:
 
     def _validate_upstream_oauthbearer(self) -> None:
         """The proxy's own OAUTHBEARER login: a token endpoint and client credentials."""
-        from proxy.httpclient import check_https_url
+        from aclgate.proxy.httpclient import check_https_url
 
         if not (
             self.upstream_sasl_oauthbearer_token_endpoint_url

@@ -7,8 +7,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
-from protocol import saslgate
-from protocol.effects import (
+from aclgate.protocol.effects import (
     BUSY,
     Authenticated,
     AuthenticationResult,
@@ -21,23 +20,25 @@ from protocol.effects import (
     RunBlocking,
     Sleep,
 )
-from protocol.enforce.context import AuthContext
-from protocol.hosts import java_host_string
-from protocol.principal import NoMatchingRule, principal_for_connection
-from protocol.proxyproto import (
+from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.identity import saslgate
+from aclgate.protocol.identity.hosts import java_host_string
+from aclgate.protocol.identity.principal import ANONYMOUS, principal_for_connection
+from aclgate.protocol.identity.proxyproto import (
     NeedMore,
     ProxyProtocolError,
     has_proxy_signature,
     is_trusted,
     parse_proxy_header,
 )
-from protocol.session import ProxySession
-from proxy.logs import log_safe
-from proxy.upstream import set_nodelay
-from proxy.upstreamreauth import UpstreamReauthenticator
+from aclgate.protocol.identity.sslmapping import NoMatchingRule
+from aclgate.protocol.session import ProxySession
+from aclgate.proxy.logs import log_safe
+from aclgate.proxy.upstream import set_nodelay
+from aclgate.proxy.upstreamreauth import UpstreamReauthenticator
 
 if TYPE_CHECKING:
-    from proxy.server import ProxyServer
+    from aclgate.proxy.server import ProxyServer
 
 log = logging.getLogger("aclgate.connection")
 
@@ -146,7 +147,7 @@ class ClientConnection(asyncio.Protocol):
                 "tls_principal",
             )
             return
-        if principal != "User:ANONYMOUS":  # an mTLS principal: --max-connections-per-principal
+        if principal != ANONYMOUS:  # an mTLS principal: --max-connections-per-principal
             over = security.admit_principal(self, principal)
             if over is not None:
                 self.session = None
@@ -218,7 +219,7 @@ class ClientConnection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             # (a failed authentication waited connection.failed.authentication.delay.ms
-            # before its answer, in protocol/saslgate.py: the close follows the answer)
+            # before its answer, in protocol/identity/saslgate.py: the close follows the answer)
             self.transport.close()
         self._teardown()  # marks the session closed too
 
@@ -245,15 +246,12 @@ class ClientConnection(asyncio.Protocol):
         """`User:ANONYMOUS`, or on an SSL listener the mapped client certificate subject."""
         security = self.server.security
         if security.protocol != "SSL":
-            return "User:ANONYMOUS"
-        from proxy.tls import peer_certificate
+            return ANONYMOUS
+        from aclgate.proxy.tls import peer_certificate
 
-        transport, mapper = self.transport, security.mapper
-        # called from connection_made; an SSL listener's security always has a mapper
-        assert transport is not None and mapper is not None
-        return principal_for_connection(
-            peer_certificate(transport.get_extra_info("ssl_object")), mapper
-        )
+        assert self.transport is not None  # called from connection_made
+        cert = peer_certificate(self.transport.get_extra_info("ssl_object"))
+        return principal_for_connection(security.protocol, cert, security.mapper)
 
     def context(self, principal: str) -> AuthContext:
         """Who this connection is: the principal comes from the connection, never a request."""

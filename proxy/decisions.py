@@ -8,14 +8,14 @@ import math
 import time
 from collections.abc import Callable
 
-from authz.decision import Decision
-from authz.model import AclOperation, ResourceType
-from protocol.enforce.context import AuthContext
-from protocol.header import RequestHeader
-from protocol.versions import api_name
-from proxy.audit import AuditLog
-from proxy.logs import log_safe
-from proxy.metrics import DecisionCounts
+from aclgate.authz.decision import Decision
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.versions import api_name
+from aclgate.proxy.audit import AuditLog
+from aclgate.proxy.logs import log_safe
+from aclgate.proxy.metrics import DecisionCounts
 
 #: Kafka logs its decisions on kafka.authorizer.logger; ours has a name of its own
 authorizer_log = logging.getLogger("aclgate.authorizer")

@@ -1,4 +1,4 @@
-"""A tiny producer/consumer for trying the demo: `python -m proxy.democlient --help`."""
+"""A tiny producer/consumer for trying the demo: `python -m aclgate.proxy.democlient --help`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m proxy.democlient", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m aclgate.proxy.democlient", description=__doc__)
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("produce", help="send one message per VALUE")

@@ -7,7 +7,7 @@ RefreshingHttpsJwksVerificationKeyResolver keeps them (sasl.oauthbearer.jwks.end
   and when a token names a key id the set lacks: the IdP rotated its keys. Such a refresh is
   started at most once per `retry_backoff_max` (10 s by default), so tokens with made-up key
   ids cannot make the proxy hammer the IdP; the login that named the key waits for the
-  refresh (SaslPending, protocol/saslgate.py parks it without blocking the event loop) and is
+  refresh (SaslPending, protocol/identity/saslgate.py parks it without blocking the event loop) and is
   decided with the keys it brought.
 * A failed fetch (IdP down, an error status, not a JWKS, no usable key) keeps the last good
   key set in force: logged, counted in aclgate_jwks_refreshes_total{result="failure"}, and
@@ -16,7 +16,7 @@ RefreshingHttpsJwksVerificationKeyResolver keeps them (sasl.oauthbearer.jwks.end
   .well-known/openid-configuration document (looked up again after a failed fetch).
 
 Everything runs on the proxy's event loop (proxy/httpclient.py); the verifier in
-protocol/sasl/jwt.py sees only `current()` and `refresh_for(kid)`.
+protocol/identity/sasl/jwt.py sees only `current()` and `refresh_for(kid)`.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from protocol.sasl.jwt import Jwks, JwtValidator
-from protocol.sasl.pending import SaslPending
-from proxy.httpclient import HttpError, check_https_url, https_context, request
-from proxy.logs import log_safe
-from proxy.metrics import JwksMetrics
+from aclgate.protocol.identity.sasl.jwt import Jwks, JwtValidator
+from aclgate.protocol.identity.sasl.pending import SaslPending
+from aclgate.proxy.httpclient import HttpError, check_https_url, https_context, request
+from aclgate.proxy.logs import log_safe
+from aclgate.proxy.metrics import JwksMetrics
 
 __all__ = ["JwksCache", "JwksFetchError", "build_oauth_validator", "start_jwks"]
 

@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from protocol.header import RequestHeader
-from protocol.versions import api_name
+from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.versions import api_name
 
 # indexes into the per-API count lists
 REQUESTS, REQUEST_BYTES, UPSTREAM_RESPONSES, LOCAL_RESPONSES = range(4)

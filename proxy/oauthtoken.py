@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, TypeGuard
 from urllib.parse import urlencode
 
-from proxy.fsutil import file_signature
-from proxy.httpclient import HttpError, https_context, request
+from aclgate.proxy.fsutil import file_signature
+from aclgate.proxy.httpclient import HttpError, https_context, request
 
 __all__ = ["ClientCredentialsToken", "SecretFile", "TokenEndpointError"]
 

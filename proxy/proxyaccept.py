@@ -16,7 +16,7 @@ import socket
 import ssl
 from collections.abc import Callable
 
-from protocol.proxyproto import (
+from aclgate.protocol.identity.proxyproto import (
     NeedMore,
     ProxyHeader,
     ProxyProtocolError,

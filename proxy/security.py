@@ -17,22 +17,22 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from protocol.principal import SslPrincipalMapper
-from protocol.proxyproto import parse_trusted_cidrs
-from protocol.sasl import JwtValidator, create_server
-from proxy.authpool import FairHashPool
-from proxy.config import ConfigError, ProxyConfig
-from proxy.fsutil import file_signature
-from proxy.jwks import build_oauth_validator
-from proxy.ratelimit import RateLimitedLog
-from proxy.tls import (
+from aclgate.protocol.identity.proxyproto import parse_trusted_cidrs
+from aclgate.protocol.identity.sasl import JwtValidator, create_server
+from aclgate.protocol.identity.sslmapping import SslPrincipalMapper
+from aclgate.proxy.authpool import FairHashPool
+from aclgate.proxy.config import ConfigError, ProxyConfig
+from aclgate.proxy.fsutil import file_signature
+from aclgate.proxy.jwks import build_oauth_validator
+from aclgate.proxy.ratelimit import RateLimitedLog
+from aclgate.proxy.tls import (
     HANDSHAKE_TIMEOUT,
     ReloadingTlsContext,
     TlsConfigError,
     describe_handshake_error,
 )
-from proxy.upstreamsecurity import UpstreamSecurity, build_upstream_security
-from proxy.usersfile import Users, UsersFileError, load_users
+from aclgate.proxy.upstreamsecurity import UpstreamSecurity, build_upstream_security
+from aclgate.proxy.usersfile import Users, UsersFileError, load_users
 
 # UpstreamSecurity and build_upstream_security live in proxy/upstreamsecurity.py (they reload
 # their files); imported here for the callers that know them from this module

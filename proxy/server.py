@@ -13,29 +13,29 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from authz.authorizer import Authorizer
-from authz.model import ResourceType
-from protocol.apiversions import unsupported_version_response
-from protocol.enforce.context import Policy
-from protocol.enforce.cursor import KEY_SIZE, CursorSeal
-from protocol.enforce.table import advertised_versions, handlers
-from protocol.saslgate import SaslListenerConfig
-from protocol.session import RequestHandler, SessionConfig
-from protocol.versions import KIO_RANGES, api_name, request_class, response_class
-from proxy.aclstore import AclFileWatcher
-from proxy.audit import AuditLog
-from proxy.config import ProxyConfig
-from proxy.connection import ClientConnection
-from proxy.decisions import DecisionRecorder
-from proxy.directory import NodeDirectory
-from proxy.fdlimit import connection_budget, open_fd_count, raise_open_files_limit
-from proxy.http import HealthServer
-from proxy.jwks import start_jwks
-from proxy.logs import log_safe
-from proxy.metrics import ProxyMetrics, StateCollector
-from proxy.ratelimit import RateLimitedLog, TokenBuckets
-from proxy.security import build_listener_security, build_upstream_security
-from proxy.upstream import ControlClient, UpstreamConnector, UpstreamUnavailable
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import ResourceType
+from aclgate.protocol.apiversions import unsupported_version_response
+from aclgate.protocol.enforce.context import Policy
+from aclgate.protocol.enforce.cursor import KEY_SIZE, CursorSeal
+from aclgate.protocol.enforce.table import advertised_versions, handlers
+from aclgate.protocol.identity.saslgate import SaslListenerConfig
+from aclgate.protocol.session import RequestHandler, SessionConfig
+from aclgate.protocol.versions import KIO_RANGES, api_name, request_class, response_class
+from aclgate.proxy.aclstore import AclFileWatcher
+from aclgate.proxy.audit import AuditLog
+from aclgate.proxy.config import ProxyConfig
+from aclgate.proxy.connection import ClientConnection
+from aclgate.proxy.decisions import DecisionRecorder
+from aclgate.proxy.directory import NodeDirectory
+from aclgate.proxy.fdlimit import connection_budget, open_fd_count, raise_open_files_limit
+from aclgate.proxy.http import HealthServer
+from aclgate.proxy.jwks import start_jwks
+from aclgate.proxy.logs import log_safe
+from aclgate.proxy.metrics import ProxyMetrics, StateCollector
+from aclgate.proxy.ratelimit import RateLimitedLog, TokenBuckets
+from aclgate.proxy.security import build_listener_security, build_upstream_security
+from aclgate.proxy.upstream import ControlClient, UpstreamConnector, UpstreamUnavailable
 
 log = logging.getLogger("aclgate")
 
@@ -147,7 +147,7 @@ class ProxyServer:
 
     def _configure_sasl(self, allowed: dict[int, tuple[int, int]]) -> None:
         """SASL listeners: the pre-authentication gate, then the full table plus re-auth."""
-        from protocol import saslgate
+        from aclgate.protocol.identity import saslgate
 
         after: dict[int, RequestHandler] = dict(handlers())
         after[saslgate.SASL_HANDSHAKE] = saslgate._handshake
@@ -479,7 +479,7 @@ class ProxyServer:
     def _accept_with_proxy_header(
         self, sock: socket.socket, listener: str, node_id: int | None
     ) -> None:
-        from proxy.proxyaccept import serve_with_proxy_header
+        from aclgate.proxy.proxyaccept import serve_with_proxy_header
 
         def refused(peer: str, why: str) -> None:
             self.metrics.errors.labels("proxy_protocol").inc()
@@ -526,7 +526,7 @@ class ProxyServer:
         """TLS listeners accept their sockets themselves (proxy.tls.serve_tls): a failed or
         stalled handshake is then counted and logged, where uvloop's TLS server drops it
         without a word."""
-        from proxy.tls import serve_tls
+        from aclgate.proxy.tls import serve_tls
 
         def accept_failed(exc: OSError) -> None:
             self.metrics.errors.labels("fd_limit").inc()
@@ -688,7 +688,7 @@ class ProxyServer:
         self._spawn(create())
 
     async def _metadata_by_ids(self, ids, version: int):
-        from protocol.versions import request_class, request_module
+        from aclgate.protocol.versions import request_class, request_module
 
         cls = request_class(3, version)
         mod = request_module(3, version)

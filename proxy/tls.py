@@ -28,7 +28,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 
-from proxy.fsutil import file_signature
+from aclgate.proxy.fsutil import file_signature
 
 __all__ = [
     "CLIENT_AUTH_MODES",

@@ -18,8 +18,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, TypeVar, cast
 
-from protocol.codec import decode_response, encode_request
-from protocol.versions import KIO_RANGES
+from aclgate.protocol.codec import decode_response, encode_request
+from aclgate.protocol.versions import KIO_RANGES
 
 log = logging.getLogger("aclgate.upstream")
 _SIZE = struct.Struct(">i")
@@ -263,7 +263,7 @@ class ControlClient:
         the cluster create those that are missing (v4+)."""
         import sys
 
-        from protocol.versions import request_class
+        from aclgate.protocol.versions import request_class
 
         if self._stream is None:
             async with self._lock:

@@ -18,11 +18,11 @@ import random
 import struct
 from typing import TYPE_CHECKING, Any
 
-from protocol.codec import decode_response, encode_request
-from proxy.upstream import UpstreamAuthError
+from aclgate.protocol.codec import decode_response, encode_request
+from aclgate.proxy.upstream import UpstreamAuthError
 
 if TYPE_CHECKING:
-    from proxy.connection import ClientConnection
+    from aclgate.proxy.connection import ClientConnection
 
 log = logging.getLogger("aclgate.upstream")
 _SIZE = struct.Struct(">i")

@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from protocol.sasl.client import OAuthBearerSaslClient, SaslClient, create_client
-from proxy.config import ConfigError, ProxyConfig
-from proxy.httpclient import https_context
-from proxy.oauthtoken import ClientCredentialsToken, SecretFile
-from proxy.tls import FileFollowingContext, TlsConfigError, build_client_context
+from aclgate.protocol.identity.sasl.client import OAuthBearerSaslClient, SaslClient, create_client
+from aclgate.proxy.config import ConfigError, ProxyConfig
+from aclgate.proxy.httpclient import https_context
+from aclgate.proxy.oauthtoken import ClientCredentialsToken, SecretFile
+from aclgate.proxy.tls import FileFollowingContext, TlsConfigError, build_client_context
 
 __all__ = ["ReloadingClientContext", "UpstreamSecurity", "build_upstream_security"]
 

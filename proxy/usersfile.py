@@ -27,7 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from protocol.sasl.credentials import (
+from aclgate.protocol.identity.sasl.credentials import (
     PLAIN,
     SCRAM_DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,
@@ -36,7 +36,7 @@ from protocol.sasl.credentials import (
     hash_plain_password,
     scram_credential,
 )
-from proxy.fsutil import exclusive_lock, write_atomically
+from aclgate.proxy.fsutil import exclusive_lock, write_atomically
 
 __all__ = [
     "MECHANISMS",

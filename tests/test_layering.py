@@ -1,5 +1,6 @@
 """The package layering holds: no import cycles, protocol/ and authz/ never import proxy/,
-and every module imports on its own in a fresh interpreter (no hidden import-order needs)."""
+every module imports on its own in a fresh interpreter (no hidden import-order needs), and
+only as `aclgate.<folder>...`: no top-level `proxy`, `protocol`, ... is ever imported."""
 
 from __future__ import annotations
 
@@ -9,15 +10,21 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("proxy", "protocol", "authz", "certs", "pipeline")
-PURE = ("protocol", "authz")  # sans-IO: never the IO layer
+FOLDERS = ("proxy", "protocol", "authz", "certs", "pipeline")
+PACKAGES = tuple(f"aclgate.{folder}" for folder in FOLDERS)
+PURE = ("aclgate.protocol", "aclgate.authz")  # sans-IO: never the IO layer
+
+
+def _package(module: str) -> str:
+    """`aclgate.protocol.session` -> `aclgate.protocol`."""
+    return ".".join(module.split(".")[:2])
 
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
+    for folder in FOLDERS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = ["aclgate", *path.relative_to(REPO).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             out[".".join(parts)] = path
@@ -44,6 +51,8 @@ def _imports(path: Path) -> set[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.ImportFrom):
+            raise AssertionError(f"{path}: relative import; aclgate imports `aclgate.` names")
         for name in names:
             while name and name not in MODULES:
                 name = name.rpartition(".")[0]
@@ -95,18 +104,18 @@ def test_no_import_cycles():
 
 
 def test_the_cycle_check_can_fail():
-    GRAPH["authz.model"].add("authz.authorizer")  # authorizer imports model
+    GRAPH["aclgate.authz.model"].add("aclgate.authz.authorizer")  # authorizer imports model
     try:
         assert _cycles()
     finally:
-        GRAPH["authz.model"].discard("authz.authorizer")
+        GRAPH["aclgate.authz.model"].discard("aclgate.authz.authorizer")
 
 
 def test_protocol_and_authz_never_import_the_io_layer():
     offenders = {
-        module: sorted(i for i in imports if i.split(".")[0] == "proxy")
+        module: sorted(i for i in imports if _package(i) == "aclgate.proxy")
         for module, imports in GRAPH.items()
-        if module.split(".")[0] in PURE
+        if _package(module) in PURE
     }
     assert {m: i for m, i in offenders.items() if i} == {}
 
@@ -116,15 +125,18 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
     imports after another one was imported first fails here."""
     script = (
         "import importlib, sys, traceback\n"
-        f"packages = {PACKAGES!r}\n"
+        f"folders = {FOLDERS!r}\n"
         "failed = []\n"
         "for name in sys.argv[1:]:\n"
-        "    for loaded in [m for m in sys.modules if m.split('.')[0] in packages]:\n"
+        "    for loaded in [m for m in sys.modules if m.startswith('aclgate.')]:\n"
         "        del sys.modules[loaded]\n"
         "    try:\n"
         "        importlib.import_module(name)\n"
         "    except Exception:\n"
         "        failed.append(name + ': ' + traceback.format_exc(limit=3))\n"
+        "    bare = sorted(m for m in sys.modules if m.split('.')[0] in folders)\n"
+        "    if bare:\n"
+        "        failed.append(f'{name}: imported top-level {bare}, not aclgate.*')\n"
         "print('\\n'.join(failed))\n"
         "sys.exit(1 if failed else 0)\n"
     )

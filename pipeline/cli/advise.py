@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.common import add_audit_args, add_spark_args, add_super_user_arg, run_job
+from aclgate.pipeline.cli.common import add_audit_args, add_spark_args, add_super_user_arg, run_job
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.advise import AdviseOptions, run_advise
+    from aclgate.pipeline.advise import AdviseOptions, run_advise
 
     opts = AdviseOptions(
         audit=args.audit,

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.spark import Progress
+    from aclgate.pipeline.spark import Progress
 
 EXIT_USAGE = 2
 EXIT_NO_SPARK = 3
 
 
 def _time(text: str) -> Any:
-    from pipeline.timeutil import parse_user_time
+    from aclgate.pipeline.timeutil import parse_user_time
 
     try:
         return parse_user_time(text)
@@ -96,9 +96,9 @@ def run_job(
     body: Callable[[SparkSession, Progress], int],
 ) -> int:
     """Build (or reuse) the session, run `body`, turn expected failures into messages."""
-    from pipeline.acls import AclLoadError
-    from pipeline.jobs import InputError
-    from pipeline.spark import Progress, SparkUnavailable, build_session, parse_conf
+    from aclgate.pipeline.acls import AclLoadError
+    from aclgate.pipeline.jobs import InputError
+    from aclgate.pipeline.spark import Progress, SparkUnavailable, build_session, parse_conf
 
     progress = Progress(job, stages)
     try:

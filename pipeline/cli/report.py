@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.common import add_audit_args, add_policy_args, add_spark_args, run_job
+from aclgate.pipeline.cli.common import add_audit_args, add_policy_args, add_spark_args, run_job
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.report import ReportOptions, run_report
+    from aclgate.pipeline.report import ReportOptions, run_report
 
     opts = ReportOptions(
         audit=args.audit,

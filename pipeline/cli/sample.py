@@ -39,10 +39,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from authz.aclfile import dump_acl_file
-    from authz.model import AclBinding
-    from pipeline.sample import SampleSpec, policy_files, write_sample
-    from pipeline.timeutil import parse_user_time, to_micros
+    from aclgate.authz.aclfile import dump_acl_file
+    from aclgate.authz.model import AclBinding
+    from aclgate.pipeline.sample import SampleSpec, policy_files, write_sample
+    from aclgate.pipeline.timeutil import parse_user_time, to_micros
 
     if args.events < 0 or args.files < 1:
         print("aclgate audit-sample: --events must be >= 0 and --files >= 1", file=sys.stderr)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.common import add_audit_args, add_policy_args, add_spark_args, run_job
+from aclgate.pipeline.cli.common import add_audit_args, add_policy_args, add_spark_args, run_job
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.whatif_job import WhatifOptions, run_whatif
+    from aclgate.pipeline.whatif_job import WhatifOptions, run_whatif
 
     opts = WhatifOptions(
         audit=args.audit,

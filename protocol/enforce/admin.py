@@ -7,9 +7,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from authz.model import CLUSTER_NAME, AclOperation, ResourceType
-from protocol.addresses import rewrite_describe_cluster
-from protocol.enforce.base import (
+from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from aclgate.protocol.addresses import rewrite_describe_cluster
+from aclgate.protocol.enforce.base import (
     ApiHandler,
     answer,
     error_body,
@@ -17,12 +17,12 @@ from protocol.enforce.base import (
     merged_response,
     reencode_request,
 )
-from protocol.enforce.build import build
-from protocol.enforce.context import NOT_REQUESTED
-from protocol.enforce.topics import ZERO, resolve
-from protocol.framing import Frame
-from protocol.session import ProxySession, Slot, WithState
-from protocol.versions import response_module
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import NOT_REQUESTED
+from aclgate.protocol.enforce.topics import ZERO, resolve
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.versions import response_module
 
 CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS = (
     AclOperation.CREATE,

@@ -22,23 +22,23 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from authz.model import CLUSTER_NAME, AclOperation, ResourceType
-from protocol.codec import (
+from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from aclgate.protocol.codec import (
     MalformedResponse,
     decode_request,
     decode_response,
     encode_response,
     framed,
 )
-from protocol.effects import LookUpTopicIds
-from protocol.enforce.build import Aliases, build
-from protocol.enforce.context import AuthContext, NotReady
-from protocol.enforce.topics import NeedTopicIds
-from protocol.framing import Frame
-from protocol.header import MalformedRequest, RequestHeader
-from protocol.routing import forward, rewriter_for
-from protocol.session import ProxySession, Slot, WithState
-from protocol.versions import response_class
+from aclgate.protocol.effects import LookUpTopicIds
+from aclgate.protocol.enforce.build import Aliases, build
+from aclgate.protocol.enforce.context import AuthContext, NotReady
+from aclgate.protocol.enforce.topics import NeedTopicIds
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import MalformedRequest, RequestHeader
+from aclgate.protocol.routing import forward, rewriter_for
+from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.versions import response_class
 
 _SIZE = struct.Struct(">i")
 
@@ -310,7 +310,7 @@ class PerEntry(ApiHandler):
             and getattr(first, "name", None) is None
             and getattr(first, "topic_id", None) is not None
         ):
-            from protocol.enforce.topics import resolve
+            from aclgate.protocol.enforce.topics import resolve
 
             resolved = resolve(ctx.policy.topic_ids, ctx.looked_up, [e.topic_id for e in entries])
             return [resolved[e.topic_id] for e in entries]
@@ -392,7 +392,7 @@ class PerEntry(ApiHandler):
 
 
 def _array_item(cls: type, array: str) -> type:
-    from protocol.enforce.build import _entity_item, _field_info, _unwrap_optional
+    from aclgate.protocol.enforce.build import _entity_item, _field_info, _unwrap_optional
 
     for name, tp, _meta, _default in _field_info(cls):
         if name == array:

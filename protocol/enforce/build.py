@@ -22,7 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records, i32Timedelta, i64Timedelta
 
-from protocol.enforce.messages import DEFAULT_MESSAGES
+from aclgate.protocol.enforce.messages import DEFAULT_MESSAGES
 
 #: numeric fields Kafka fills with -1 in error entries (INVALID_OFFSET, UNKNOWN_EPOCH, ...)
 _MINUS_ONE = re.compile(r"offset|timestamp|epoch|watermark|time$|replica$|_id$|_index$|count$")

@@ -21,8 +21,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from authz.model import CLUSTER_NAME, AclOperation, ResourceType
-from protocol.enforce.base import (
+from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from aclgate.protocol.enforce.base import (
     DENIED_CODE,
     ApiHandler,
     answer,
@@ -31,11 +31,11 @@ from protocol.enforce.base import (
     merged_response,
     reencode_request,
 )
-from protocol.enforce.build import build
-from protocol.enforce.messages import DEFAULT_MESSAGES
-from protocol.framing import Frame
-from protocol.session import ProxySession, Slot, WithState
-from protocol.versions import response_module
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.messages import DEFAULT_MESSAGES
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.versions import response_module
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from authz.authorizer import Authorizer, AuthorizerNotReadyError
-from authz.decision import Decision
-from authz.model import CLUSTER_NAME, AclOperation, ResourceType
-from protocol.enforce.cursor import CursorSeal
-from protocol.enforce.topics import TopicIdCache
-from protocol.header import RequestHeader
+from aclgate.authz.authorizer import Authorizer, AuthorizerNotReadyError
+from aclgate.authz.decision import Decision
+from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from aclgate.protocol.enforce.cursor import CursorSeal
+from aclgate.protocol.enforce.topics import TopicIdCache
+from aclgate.protocol.header import RequestHeader
 
 ENFORCE = "enforce"
 DRY_RUN = "dry-run"

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode
 
-from authz.model import AclOperation, ResourceType
-from protocol.codec import decode_request
-from protocol.enforce.base import (
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.codec import decode_request
+from aclgate.protocol.enforce.base import (
     ApiHandler,
     answer,
     error_body,
@@ -25,13 +25,13 @@ from protocol.enforce.base import (
     merge_rewriter,
     reencode_request,
 )
-from protocol.enforce.build import build
-from protocol.enforce.context import NotReady
-from protocol.enforce.peek import peek_produce
-from protocol.enforce.topics import resolve
-from protocol.routing import rewriter_for
-from protocol.session import WithState
-from protocol.versions import response_module
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import NotReady
+from aclgate.protocol.enforce.peek import peek_produce
+from aclgate.protocol.enforce.topics import resolve
+from aclgate.protocol.routing import rewriter_for
+from aclgate.protocol.session import WithState
+from aclgate.protocol.versions import response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
 TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID

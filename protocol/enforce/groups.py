@@ -7,8 +7,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from authz.model import CLUSTER_NAME, AclOperation, ResourceType
-from protocol.enforce.base import (
+from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from aclgate.protocol.enforce.base import (
     DENIED_CODE,
     ApiHandler,
     PerEntry,
@@ -20,13 +20,13 @@ from protocol.enforce.base import (
     reencode_request,
     then_addresses,
 )
-from protocol.enforce.build import build
-from protocol.enforce.context import AuthContext
-from protocol.enforce.data import topic_names
-from protocol.framing import Frame
-from protocol.header import RequestHeader
-from protocol.session import ProxySession, Slot, WithState
-from protocol.versions import response_module
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.enforce.data import topic_names
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.versions import response_module
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 TOPIC, GROUP, TXN, CLUSTER = (
@@ -40,7 +40,7 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
 def _finish_with_rewrite(session: ProxySession, slot: Slot, body: Any) -> bytes | memoryview:
-    from protocol.codec import encode_response
+    from aclgate.protocol.codec import encode_response
 
     return then_addresses(session, slot, encode_response(slot.correlation_id, body))
 
@@ -425,7 +425,7 @@ class FindCoordinatorHandler(ApiHandler):
 def _merge_coordinators(
     session: ProxySession, slot: Slot, frame: Frame, errors: tuple[Any, ...]
 ) -> bytes:
-    from protocol.addresses import rewrite_find_coordinator
+    from aclgate.protocol.addresses import rewrite_find_coordinator
 
     merged = merged_response(
         frame,

@@ -34,25 +34,25 @@ from kio.serial.readers import (
     read_nullable_legacy_string,
 )
 
-from authz.model import AclOperation, ResourceType
-from protocol.addresses import advertised_brokers, metadata_brokers_span
-from protocol.codec import (
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.addresses import advertised_brokers, metadata_brokers_span
+from aclgate.protocol.codec import (
     DECODE_ERRORS,
     MalformedResponse,
     decode_request,
     encode_entity,
     encode_response,
 )
-from protocol.effects import AutoCreateTopics
-from protocol.enforce.base import ApiHandler, forward, reencode_request
-from protocol.enforce.build import build
-from protocol.enforce.context import NOT_REQUESTED, AuthContext, ClusterView, NotReady
-from protocol.enforce.peek import peek_metadata
-from protocol.enforce.topics import ZERO, resolve
-from protocol.framing import Frame
-from protocol.lengths import length_prefix, read_length
-from protocol.session import ProxySession, Slot, WithState
-from protocol.versions import response_class, response_module
+from aclgate.protocol.effects import AutoCreateTopics
+from aclgate.protocol.enforce.base import ApiHandler, forward, reencode_request
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext, ClusterView, NotReady
+from aclgate.protocol.enforce.peek import peek_metadata
+from aclgate.protocol.enforce.topics import ZERO, resolve
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.lengths import length_prefix, read_length
+from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.versions import response_class, response_module
 
 DESCRIBE, CREATE = AclOperation.DESCRIBE, AclOperation.CREATE
 TOPIC = ResourceType.TOPIC

@@ -17,8 +17,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from authz.model import AclOperation, ResourceType
-from protocol.enforce.base import (
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.enforce.base import (
     ApiHandler,
     PerEntry,
     answer,
@@ -27,12 +27,12 @@ from protocol.enforce.base import (
     merged_response,
     reencode_request,
 )
-from protocol.enforce.build import build
-from protocol.enforce.context import AuthContext
-from protocol.enforce.topics import ZERO
-from protocol.framing import Frame
-from protocol.session import ProxySession, Slot, WithState
-from protocol.versions import response_module
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.enforce.topics import ZERO
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.versions import response_module
 
 DESCRIBE, TOPIC, INVALID = AclOperation.DESCRIBE, ResourceType.TOPIC, ErrorCode.invalid_request
 

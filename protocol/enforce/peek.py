@@ -15,7 +15,7 @@ import struct
 
 from kio.serial.readers import read_unsigned_varint
 
-from protocol.header import RequestHeader
+from aclgate.protocol.header import RequestHeader
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -2,7 +2,7 @@
 
 This is data. `handlers()` gives the session its dispatch table, `advertised_versions()` what
 ApiVersions may announce (an API without a row here is never advertised and is closed on if
-sent), and `docs/apis.md` is generated from it (`python -m protocol.enforce.table`; a test
+sent), and `docs/apis.md` is generated from it (`python -m aclgate.protocol.enforce.table`; a test
 keeps the file in step). Rows follow Kafka's KafkaApis/ControllerApis (docs/authz.md, "Which
 checks a request gets").
 """
@@ -13,13 +13,17 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from authz.model import AclOperation, ResourceType
-from protocol.apikeys import ApiKey
-from protocol.enforce.admin import CreateTopicsHandler, DeleteTopicsHandler, DescribeClusterHandler
-from protocol.enforce.base import ApiHandler, Check, PerEntry, Unchecked, Whole
-from protocol.enforce.configs import AlterConfigsHandler, DescribeConfigsHandler
-from protocol.enforce.data import FetchHandler, ProduceHandler
-from protocol.enforce.groups import (
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.apikeys import ApiKey
+from aclgate.protocol.enforce.admin import (
+    CreateTopicsHandler,
+    DeleteTopicsHandler,
+    DescribeClusterHandler,
+)
+from aclgate.protocol.enforce.base import ApiHandler, Check, PerEntry, Unchecked, Whole
+from aclgate.protocol.enforce.configs import AlterConfigsHandler, DescribeConfigsHandler
+from aclgate.protocol.enforce.data import FetchHandler, ProduceHandler
+from aclgate.protocol.enforce.groups import (
     ConsumerGroupDescribeHandler,
     ConsumerGroupHeartbeatHandler,
     DescribeGroupsHandler,
@@ -27,17 +31,20 @@ from protocol.enforce.groups import (
     ListGroupsHandler,
     OffsetFetchHandler,
 )
-from protocol.enforce.metadata import MetadataHandler
-from protocol.enforce.partitions import CreatePartitionsHandler, DescribeTopicPartitionsHandler
-from protocol.enforce.txn import AddPartitionsToTxnHandler, InitProducerIdHandler
-from protocol.enforce.txnadmin import DescribeTransactionsHandler, ListTransactionsHandler
-from protocol.enforce.wholebuilt import (
+from aclgate.protocol.enforce.metadata import MetadataHandler
+from aclgate.protocol.enforce.partitions import (
+    CreatePartitionsHandler,
+    DescribeTopicPartitionsHandler,
+)
+from aclgate.protocol.enforce.txn import AddPartitionsToTxnHandler, InitProducerIdHandler
+from aclgate.protocol.enforce.txnadmin import DescribeTransactionsHandler, ListTransactionsHandler
+from aclgate.protocol.enforce.wholebuilt import (
     WholeBuilt,
     alter_replica_log_dirs_error,
     alter_user_scram_credentials_error,
 )
-from protocol.routing import BLOCKED, allowed_versions
-from protocol.versions import API_NAMES
+from aclgate.protocol.routing import BLOCKED, allowed_versions
+from aclgate.protocol.versions import API_NAMES
 
 Op, Res = AclOperation, ResourceType
 
@@ -275,7 +282,7 @@ def render_docs() -> str:
     lines = [
         "# Kafka APIs and how aclgate authorizes them",
         "",
-        "Generated from `protocol/enforce/table.py` by `python -m protocol.enforce.table > docs/apis.md`;",
+        "Generated from `protocol/enforce/table.py` by `python -m aclgate.protocol.enforce.table > docs/apis.md`;",
         "a test fails when this file and the table disagree. Checks follow Apache Kafka's broker",
         "(KafkaApis / ControllerApis, KRaft); the cluster resource is `kafka-cluster`. Error codes:",
         "29 TOPIC_AUTHORIZATION_FAILED, 30 GROUP_AUTHORIZATION_FAILED, 31 CLUSTER_AUTHORIZATION_FAILED,",

@@ -7,13 +7,19 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from authz.model import AclOperation, ResourceType
-from protocol.codec import encode_response
-from protocol.effects import LookUpPartitionCounts
-from protocol.enforce.base import ApiHandler, answer, error_body, forward, forward_if_cluster
-from protocol.enforce.build import build
-from protocol.enforce.metadata import INTERNAL_TOPICS
-from protocol.versions import response_module
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.codec import encode_response
+from aclgate.protocol.effects import LookUpPartitionCounts
+from aclgate.protocol.enforce.base import (
+    ApiHandler,
+    answer,
+    error_body,
+    forward,
+    forward_if_cluster,
+)
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.metadata import INTERNAL_TOPICS
+from aclgate.protocol.versions import response_module
 
 WRITE, IDEMPOTENT_WRITE, CLUSTER_ACTION = (
     AclOperation.WRITE,

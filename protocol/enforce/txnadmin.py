@@ -22,8 +22,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import TZAware, i16, i32Timedelta, i64
 
-from authz.model import AclOperation, ResourceType
-from protocol.enforce.base import (
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.enforce.base import (
     ApiHandler,
     answer,
     error_body,
@@ -31,11 +31,11 @@ from protocol.enforce.base import (
     merged_response,
     reencode_request,
 )
-from protocol.enforce.build import build
-from protocol.framing import Frame
-from protocol.header import RequestHeader
-from protocol.session import ProxySession, Slot, WithState
-from protocol.versions import response_module
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.versions import response_module
 
 DESCRIBE = AclOperation.DESCRIBE
 TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID

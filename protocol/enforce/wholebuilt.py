@@ -14,9 +14,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from protocol.enforce.base import Whole, answer, error_body, first_denied, forward
-from protocol.enforce.build import build
-from protocol.versions import response_module
+from aclgate.protocol.enforce.base import Whole, answer, error_body, first_denied, forward
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.versions import response_module
 
 
 @dataclass

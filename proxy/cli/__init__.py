@@ -12,24 +12,36 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from proxy import __version__
+from aclgate import __version__
 
 # name -> (module, one-line summary shown by `aclgate --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("proxy.cli.serve", "run the proxy in front of a Kafka cluster"),
+    "serve": ("aclgate.proxy.cli.serve", "run the proxy in front of a Kafka cluster"),
     "demo": (
-        "proxy.cli.demo",
+        "aclgate.proxy.cli.demo",
         "start an embedded broker with the proxy in front (what `make run` does)",
     ),
-    "acls": ("proxy.cli.acls", "add, remove and list ACLs in an ACL file (kafka-acls options)"),
-    "check": ("proxy.cli.check", "decide a file of authorization queries against an ACL file"),
-    "users": ("proxy.cli.users", "manage the SASL users file (salted credentials only)"),
-    "certs": ("proxy.cli.certs", "create a development CA and server/client certificates"),
-    "report": ("pipeline.cli.report", "Spark: access report from audit logs"),
-    "advise": ("pipeline.cli.advise", "Spark: propose least-privilege ACLs from audit logs"),
-    "whatif": ("pipeline.cli.whatif", "Spark: replay audit logs against a candidate ACL file"),
+    "acls": (
+        "aclgate.proxy.cli.acls",
+        "add, remove and list ACLs in an ACL file (kafka-acls options)",
+    ),
+    "check": (
+        "aclgate.proxy.cli.check",
+        "decide a file of authorization queries against an ACL file",
+    ),
+    "users": ("aclgate.proxy.cli.users", "manage the SASL users file (salted credentials only)"),
+    "certs": ("aclgate.proxy.cli.certs", "create a development CA and server/client certificates"),
+    "report": ("aclgate.pipeline.cli.report", "Spark: access report from audit logs"),
+    "advise": (
+        "aclgate.pipeline.cli.advise",
+        "Spark: propose least-privilege ACLs from audit logs",
+    ),
+    "whatif": (
+        "aclgate.pipeline.cli.whatif",
+        "Spark: replay audit logs against a candidate ACL file",
+    ),
     "audit-sample": (
-        "pipeline.cli.sample",
+        "aclgate.pipeline.cli.sample",
         "generate a synthetic audit log for demos and benchmarks",
     ),
 }

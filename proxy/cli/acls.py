@@ -19,9 +19,9 @@ import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from authz import text
-from authz.aclfile import AclFileError
-from authz.model import (
+from aclgate.authz import text
+from aclgate.authz.aclfile import AclFileError
+from aclgate.authz.model import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
@@ -37,7 +37,7 @@ from authz.model import (
     parse_operation_cli,
     parse_principal,
 )
-from proxy.aclstore import AclFileStore
+from aclgate.proxy.aclstore import AclFileStore
 
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from certs.pki import CA_DAYS, LEAF_DAYS, PkiError, create_ca, issue_client, issue_server
+from aclgate.certs.pki import CA_DAYS, LEAF_DAYS, PkiError, create_ca, issue_client, issue_server
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

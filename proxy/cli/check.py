@@ -22,16 +22,16 @@ import json
 import sys
 from typing import Any, TextIO
 
-from authz.aclfile import AclFileError
-from authz.authorizer import Authorizer, Decision
-from authz.model import (
+from aclgate.authz.aclfile import AclFileError
+from aclgate.authz.authorizer import Authorizer, Decision
+from aclgate.authz.model import (
     FILTER_ONLY_TYPES,
     AclOperation,
     ResourceType,
     parse_enum,
     parse_principal,
 )
-from proxy.aclstore import AclFileStore
+from aclgate.proxy.aclstore import AclFileStore
 
 QUERY_FIELDS = ("principal", "host", "operation", "resource_type", "resource_name")
 

@@ -14,9 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from proxy.config import ProxyConfig, parse_host_port
-from proxy.embedded_broker import BrokerStartError, TansuBroker, free_port
-from proxy.logs import configure_logging
+from aclgate.proxy.config import ProxyConfig, parse_host_port
+from aclgate.proxy.embedded_broker import BrokerStartError, TansuBroker, free_port
+from aclgate.proxy.logs import configure_logging
 
 log = logging.getLogger("aclgate.demo")
 
@@ -60,8 +60,8 @@ DEMO_ACLS = [
 
 
 def write_demo_acls(path: Path) -> None:
-    from authz.aclfile import dump_acl_file
-    from authz.model import AclBinding
+    from aclgate.authz.aclfile import dump_acl_file
+    from aclgate.authz.model import AclBinding
 
     bindings = [
         AclBinding.from_dict(
@@ -82,7 +82,7 @@ def write_demo_acls(path: Path) -> None:
 
 def banner(bootstrap: str, metrics: str, workdir: Path) -> str:
     py = sys.executable
-    demo = f"{py} -m proxy.democlient --bootstrap {bootstrap}"
+    demo = f"{py} -m aclgate.proxy.democlient --bootstrap {bootstrap}"
     return f"""
   aclgate demo is running: an embedded broker (tansu) with aclgate in front of it.
 
@@ -99,15 +99,15 @@ def banner(bootstrap: str, metrics: str, workdir: Path) -> str:
     {demo} produce demo-secret "x" && {demo} consume demo-secret    write ok, read denied
 
   Change the policy while it runs (the proxy reloads the file):
-    {py} -m proxy acls --acl-file {workdir}/acls.json --add --allow-principal User:ANONYMOUS --producer --topic orders
-    {py} -m proxy acls --acl-file {workdir}/acls.json --list
+    {py} -m aclgate acls --acl-file {workdir}/acls.json --add --allow-principal User:ANONYMOUS --producer --topic orders
+    {py} -m aclgate acls --acl-file {workdir}/acls.json --list
 
   Ctrl-C stops the proxy and the broker.
 """
 
 
 async def _run(config: ProxyConfig, workdir: Path) -> None:
-    from proxy.server import ProxyServer
+    from aclgate.proxy.server import ProxyServer
 
     server = ProxyServer(config)
     stop = asyncio.Event()

@@ -22,9 +22,9 @@ import logging
 import signal
 import sys
 
-from authz.aclfile import AclFileError
-from proxy.config import ConfigError, add_arguments, from_args
-from proxy.logs import configure_logging
+from aclgate.authz.aclfile import AclFileError
+from aclgate.proxy.config import ConfigError, add_arguments, from_args
+from aclgate.proxy.logs import configure_logging
 
 log = logging.getLogger("aclgate")
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(config.log_level)
     import uvloop
 
-    from proxy.server import ProxyServer
+    from aclgate.proxy.server import ProxyServer
 
     # what an operator must fix (a bad ACL, users or certificate file, a taken port) is one
     # clear line and exit status 1, not a traceback

@@ -15,12 +15,12 @@ import argparse
 import getpass
 import sys
 
-from protocol.sasl.credentials import (
+from aclgate.protocol.identity.sasl.credentials import (
     SCRAM_DEFAULT_ITERATIONS,
     SCRAM_MAX_ITERATIONS,
     SCRAM_MIN_ITERATIONS,
 )
-from proxy.usersfile import MECHANISMS, UsersFileError, add_user, load_users, remove_user
+from aclgate.proxy.usersfile import MECHANISMS, UsersFileError, add_user, load_users, remove_user
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from authz.authorizer import Authorizer
-from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 T = ResourceType.TOPIC
 G = ResourceType.GROUP

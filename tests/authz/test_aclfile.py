@@ -1,4 +1,4 @@
-"""authz.aclfile: the version-1 ACL file format, parsing errors and the canonical dump."""
+"""aclgate.authz.aclfile: the version-1 ACL file format, parsing errors and the canonical dump."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
+from aclgate.authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, C, G, Op, T, acl
 
 ENTRY = {

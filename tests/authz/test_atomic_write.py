@@ -9,9 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from authz.aclfile import parse_acl_file
-from proxy import fsutil
-from proxy.fsutil import remove_stale_temporaries, write_atomically
+from aclgate.authz.aclfile import parse_acl_file
+from aclgate.proxy import fsutil
+from aclgate.proxy.fsutil import remove_stale_temporaries, write_atomically
 from tests.authz.cli import aclgate
 
 #: run `aclgate acls ARGS` in a process that SIGKILLs itself where the rename would happen
@@ -19,7 +19,7 @@ KILLED_BEFORE_RENAME = textwrap.dedent(
     """
     import os, signal, sys
     os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
-    from proxy.cli import main
+    from aclgate.proxy.cli import main
     main(["acls", *sys.argv[1:]])
     """
 )

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from authz.authorizer import Authorizer, parse_allow_everyone, parse_super_users
-from authz.model import (
+from aclgate.authz.authorizer import Authorizer, parse_allow_everyone, parse_super_users
+from aclgate.authz.model import (
     CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,

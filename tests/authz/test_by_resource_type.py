@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from authz.authorizer import Authorizer
-from authz.model import AclBinding
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import AclBinding
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, TX, C, G, Op, T, abrt, acl, loaded
 
 U1, U2 = "User:user1", "User:user2"

@@ -13,9 +13,15 @@ import subprocess
 
 import pytest
 
-from authz.aclfile import parse_acl_file
-from authz.model import CLUSTER_NAME, AclBinding, AclOperation, AclPermissionType, PatternType
-from authz.model import ResourceType as RT
+from aclgate.authz.aclfile import parse_acl_file
+from aclgate.authz.model import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+)
+from aclgate.authz.model import ResourceType as RT
 from tests.authz.cli import ACLGATE, aclgate
 
 Op = AclOperation

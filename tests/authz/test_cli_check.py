@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from authz.aclfile import dump_acl_file
+from aclgate.authz.aclfile import dump_acl_file
 from tests.authz.cli import run
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, G, Op, T, acl
 

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from authz.model import (
+from aclgate.authz.model import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     WILDCARD,

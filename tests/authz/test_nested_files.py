@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from authz.aclfile import AclFileError, parse_acl_file
-from authz.authorizer import Authorizer
-from proxy import aclstore
-from proxy.aclstore import AclFileStore, AclFileWatcher
-from proxy.usersfile import UsersFileError, parse_users
+from aclgate.authz.aclfile import AclFileError, parse_acl_file
+from aclgate.authz.authorizer import Authorizer
+from aclgate.proxy import aclstore
+from aclgate.proxy.aclstore import AclFileStore, AclFileWatcher
+from aclgate.proxy.usersfile import UsersFileError, parse_users
 from tests.authz.cli import aclgate, run
 from tests.authz.helpers import ALLOW, LIT, Op, T, acl
 
@@ -127,7 +127,7 @@ def test_users_file_nested_too_deeply(tmp_path):
     path.write_text(DEEP)
     os.chmod(path, 0o600)
     listed = subprocess.run(
-        [sys.executable, "-m", "proxy", "users", "list", "--users-file", str(path)],
+        [sys.executable, "-m", "aclgate", "users", "list", "--users-file", str(path)],
         capture_output=True,
         text=True,
         cwd=Path(__file__).parents[2],

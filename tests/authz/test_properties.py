@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from authz import reference
-from authz.authorizer import Authorizer
-from authz.model import SUPPORTED_OPERATIONS, AclBinding, AclOperation
+from aclgate.authz import reference
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import SUPPORTED_OPERATIONS, AclBinding, AclOperation
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, C, G, Op, T, acl, loaded
 
 # Short names over a tiny alphabet, so that names are often prefixes of each other, equal to

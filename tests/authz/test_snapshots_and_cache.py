@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from authz.authorizer import Authorizer
+from aclgate.authz.authorizer import Authorizer
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, G, Op, T, acl, loaded
 
 READ_T = acl(T, "t", LIT, "User:x", "*", Op.READ, ALLOW)
@@ -132,7 +132,7 @@ def test_concurrent_writers_lose_nothing():
 def test_prebuilt_by_resource_type_view_is_ready_when_published(monkeypatch):
     """The proxy's authorizer builds the KIP-679 TOPIC view in the writer (off the event
     loop), so the first InitProducerId after a reload never builds it in a request."""
-    from authz import byresourcetype
+    from aclgate.authz import byresourcetype
 
     authz = Authorizer(prebuild_by_resource_type=(T,))
     authz.load([READ_T])

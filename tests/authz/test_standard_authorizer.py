@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from authz.authorizer import (
+from aclgate.authz.authorizer import (
     Authorizer,
     AuthorizerNotReadyError,
     parse_allow_everyone,
     parse_super_users,
 )
-from authz.model import AclBindingFilter, ResourceType
+from aclgate.authz.model import AclBindingFilter, ResourceType
 from tests.authz.helpers import (
     ALLOW,
     DENY,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.usersfile import add_user
+from aclgate.proxy.usersfile import add_user
 from tests.fixtures.wait import wait_until  # noqa: F401 (the enforce tests import it from here)
 
 USERS = ("alice", "bob", "charlie", "admin")
@@ -43,7 +43,7 @@ class Enforced:
     def acls(self, *args: str) -> str:
         """Run `aclgate acls --acl-file F ARGS` and make the proxy load the result now."""
         out = subprocess.run(
-            [sys.executable, "-m", "proxy", "acls", "--acl-file", str(self.acl_file), *args],
+            [sys.executable, "-m", "aclgate", "acls", "--acl-file", str(self.acl_file), *args],
             capture_output=True,
             text=True,
             timeout=60,

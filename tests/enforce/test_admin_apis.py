@@ -22,20 +22,20 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
-from authz.aclfile import dump_acl_file
-from authz.model import (
+from aclgate.authz.aclfile import dump_acl_file
+from aclgate.authz.model import (
     AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
 )
-from protocol.codec import encode_response
-from protocol.enforce.build import build
-from protocol.enforce.cursor import KEY_SIZE, CursorSeal
-from protocol.enforce.table import TABLE, render_docs
-from protocol.versions import request_class, response_class, response_module
-from proxy.server import ProxyServer
+from aclgate.protocol.codec import encode_response
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.cursor import KEY_SIZE, CursorSeal
+from aclgate.protocol.enforce.table import TABLE, render_docs
+from aclgate.protocol.versions import request_class, response_class, response_module
+from aclgate.proxy.server import ProxyServer
 from tests.fixtures.proxy import RunningProxy, make_config
 from tests.fixtures.rawclient import RawClient, module
 from tests.fixtures.scripted_broker import ScriptedCluster, _defaults

@@ -11,10 +11,10 @@ import sys
 import pytest
 from kio.schema.errors import ErrorCode
 
-from authz.aclfile import dump_acl_file
-from authz.model import AclBinding
-from protocol.codec import encode_response
-from protocol.versions import response_class
+from aclgate.authz.aclfile import dump_acl_file
+from aclgate.authz.model import AclBinding
+from aclgate.protocol.codec import encode_response
+from aclgate.protocol.versions import response_class
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.fixtures.scripted_broker import ScriptedCluster, _defaults
 from tests.fixtures.wait import wait_until

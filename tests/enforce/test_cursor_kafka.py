@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from kio.static.primitive import i32
 
-from authz.aclfile import dump_acl_file
-from authz.model import AclBinding
+from aclgate.authz.aclfile import dump_acl_file
+from aclgate.authz.model import AclBinding
 from tests.fixtures.rawclient import RawClient, module, request_entity
 
 pytestmark = pytest.mark.kafka

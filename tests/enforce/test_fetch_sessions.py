@@ -10,9 +10,9 @@ import time
 import pytest
 from kio.static.primitive import i32
 
-from authz.aclfile import dump_acl_file
-from authz.model import AclBinding
-from protocol.versions import request_class
+from aclgate.authz.aclfile import dump_acl_file
+from aclgate.authz.model import AclBinding
+from aclgate.protocol.versions import request_class
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.scripted_broker import ScriptedCluster, _defaults
 

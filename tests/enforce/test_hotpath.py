@@ -20,19 +20,19 @@ from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from authz.authorizer import Authorizer
-from authz.model import AclBinding
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import AclBinding
+from aclgate.protocol.codec import decode_request, encode_response
+from aclgate.protocol.enforce.context import AuthContext, Policy
+from aclgate.protocol.enforce.data import has_transactional_records
+from aclgate.protocol.enforce.peek import peek_metadata, peek_produce
+from aclgate.protocol.enforce.table import advertised_versions, handlers
+from aclgate.protocol.header import parse_request_header
+from aclgate.protocol.session import ProxySession, SessionConfig
+from aclgate.protocol.versions import request_class, request_module
+from aclgate.proxy.audit import AuditLog
+from aclgate.proxy.decisions import DecisionRecorder
 from bench.latency import encode_request
-from protocol.codec import decode_request, encode_response
-from protocol.enforce.context import AuthContext, Policy
-from protocol.enforce.data import has_transactional_records
-from protocol.enforce.peek import peek_metadata, peek_produce
-from protocol.enforce.table import advertised_versions, handlers
-from protocol.header import parse_request_header
-from protocol.session import ProxySession, SessionConfig
-from protocol.versions import request_class, request_module
-from proxy.audit import AuditLog
-from proxy.decisions import DecisionRecorder
 
 TOPIC_ID = uuid.UUID(int=0x1234)
 ALLOW_ORDERS = {
@@ -328,7 +328,13 @@ def _produce_outcome(tmp_path, monkeypatch, peek: bool, mode: str, acks: int):
                 session.client_data(produce_request(corr, topic, acks))
 
     return _outcome(
-        tmp_path, monkeypatch, "protocol.enforce.data.peek_produce", peek, mode, ALLOW_ORDERS, feed
+        tmp_path,
+        monkeypatch,
+        "aclgate.protocol.enforce.data.peek_produce",
+        peek,
+        mode,
+        ALLOW_ORDERS,
+        feed,
     )
 
 
@@ -410,7 +416,7 @@ def _metadata_outcome(tmp_path, monkeypatch, peek: bool, mode: str, topics):
     return _outcome(
         tmp_path,
         monkeypatch,
-        "protocol.enforce.metadata.peek_metadata",
+        "aclgate.protocol.enforce.metadata.peek_metadata",
         peek,
         mode,
         ALLOW_DESCRIBE,

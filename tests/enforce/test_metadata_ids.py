@@ -11,8 +11,8 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from authz.aclfile import dump_acl_file
-from authz.model import AclBinding
+from aclgate.authz.aclfile import dump_acl_file
+from aclgate.authz.model import AclBinding
 from tests.fixtures.rawclient import RawClient, module, request_entity
 
 pytestmark = pytest.mark.kafka

@@ -12,10 +12,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32
 
-from authz.aclfile import dump_acl_file
-from authz.model import AclBinding
-from protocol.codec import encode_response
-from protocol.versions import request_class, response_class
+from aclgate.authz.aclfile import dump_acl_file
+from aclgate.authz.model import AclBinding
+from aclgate.protocol.codec import encode_response
+from aclgate.protocol.versions import request_class, response_class
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.scripted_broker import ScriptedCluster, _defaults
 

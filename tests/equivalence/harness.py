@@ -153,7 +153,7 @@ def deny(principal: str, operation: str, resource_type: str = "TOPIC", name: str
 
 def aclgate_bindings(acls: Sequence[Acl], ns: Namespace):
     """The ACLs as aclgate's AclBinding objects (for its ACL file)."""
-    from authz.model import AclBinding
+    from aclgate.authz.model import AclBinding
 
     return [
         AclBinding.from_dict(
@@ -275,8 +275,8 @@ class ProxyTarget(Target):
 
     @contextlib.contextmanager
     def open(self, acls: Sequence[Acl], ns: Namespace) -> Iterator[Env]:
-        from authz.aclfile import dump_acl_file
-        from proxy.server import ProxyServer
+        from aclgate.authz.aclfile import dump_acl_file
+        from aclgate.proxy.server import ProxyServer
         from tests.fixtures.proxy import RunningProxy, make_config
 
         options: dict[str, Any] = dict(self.proxy_options)

@@ -115,7 +115,7 @@ class RunResult:
 def aclgate_command() -> list[str]:
     """`aclgate` from the venv the tests run in (a real process that can be signalled)."""
     exe = Path(sys.executable).with_name("aclgate")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "proxy"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "aclgate"]
 
 
 class AclgateProcess:

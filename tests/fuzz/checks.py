@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import decode_request
-from protocol.header import parse_request_header
+from aclgate.protocol.codec import decode_request
+from aclgate.protocol.header import parse_request_header
 
 from .client import Outcome
 from .corpus import API_VERSIONS, SASL_HANDSHAKE, SIZE, Parsed, parse, split_frames

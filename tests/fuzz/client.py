@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.codec import decode_response, encode_request
-from protocol.sasl.client import create_client
+from aclgate.protocol.codec import decode_response, encode_request
+from aclgate.protocol.identity.sasl.client import create_client
 from tests.fixtures.rawclient import request_entity
 
 from .corpus import CLIENT_ID, SASL_AUTHENTICATE, SASL_HANDSHAKE, SIZE, Case, split_frames

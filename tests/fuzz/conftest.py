@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from certs import pki
-from proxy.usersfile import add_user
+from aclgate.certs import pki
+from aclgate.proxy.usersfile import add_user
 
 from .harness import Runner, Settings
 from .recorder import RecordingUpstream

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.codec import decode_request, encode_request
-from protocol.header import MalformedRequest, UnknownApi, parse_request_header
-from protocol.versions import KIO_RANGES, request_class
+from aclgate.protocol.codec import decode_request, encode_request
+from aclgate.protocol.header import MalformedRequest, UnknownApi, parse_request_header
+from aclgate.protocol.versions import KIO_RANGES, request_class
 from tests.fixtures.scripted_broker import _defaults
 
 SIZE = struct.Struct(">i")

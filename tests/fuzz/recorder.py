@@ -24,9 +24,9 @@ from typing import Any
 
 from kio.static.primitive import i16, i64
 
-from protocol.codec import decode_request, encode_response
-from protocol.header import MalformedRequest, parse_request_header
-from protocol.versions import response_class
+from aclgate.protocol.codec import decode_request, encode_response
+from aclgate.protocol.header import MalformedRequest, parse_request_header
+from aclgate.protocol.versions import response_class
 from tests.fixtures.scripted_broker import DEFAULT_SCRIPT, ScriptedNode, _defaults
 
 from .corpus import SIZE

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.codec import encode_request
-from protocol.versions import KIO_RANGES
+from aclgate.protocol.codec import encode_request
+from aclgate.protocol.versions import KIO_RANGES
 from tests.fixtures.rawclient import RawClient, request_entity
 from tests.fixtures.wait import wait_until
 from tests.listeners.util import sasl_login

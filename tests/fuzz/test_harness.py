@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from protocol.codec import encode_request
+from aclgate.protocol.codec import encode_request
 
 from .checks import Snapshot, check_accounting, check_responses, check_upstream, stop_index
 from .client import Outcome, Target

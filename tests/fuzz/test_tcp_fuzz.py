@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from authz.aclfile import dump_acl_file
+from aclgate.authz.aclfile import dump_acl_file
 from tests.enforce.test_admin_apis import PROFILES
 from tests.scenarios import clients
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from certs import pki
+from aclgate.certs import pki
 
 HERE = Path(__file__).parent
 KAFKA_LIB = HERE.parent / "kafka" / "lib"

@@ -8,9 +8,13 @@ import json
 
 import pytest
 
-from protocol.sasl import JwtValidationError, SaslAuthenticationError, create_server
-from protocol.sasl.jwt import MAX_REFRESH_KID_LENGTH, Jwks, JwtValidator
-from protocol.sasl.pending import SaslPending
+from aclgate.protocol.identity.sasl import (
+    JwtValidationError,
+    SaslAuthenticationError,
+    create_server,
+)
+from aclgate.protocol.identity.sasl.jwt import MAX_REFRESH_KID_LENGTH, Jwks, JwtValidator
+from aclgate.protocol.identity.sasl.pending import SaslPending
 from tests.identity.test_sasl_oauthbearer import (
     NOW,
     OTHER_RSA,

@@ -13,8 +13,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from certs import pki
-from proxy.cli import main
+from aclgate.certs import pki
+from aclgate.proxy.cli import main
 
 
 def aclgate(*args: str) -> int:
@@ -224,6 +224,6 @@ def test_parse_subject(text: str, rfc4514: str) -> None:
 
 def test_help_runs() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "proxy", "certs", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "aclgate", "certs", "--help"], capture_output=True, text=True
     )
     assert res.returncode == 0 and "development CA" in res.stdout

@@ -13,12 +13,11 @@ from cryptography.x509.oid import NameOID, ObjectIdentifier
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.principal import (
-    ANONYMOUS,
+from aclgate.protocol.identity.principal import ANONYMOUS, principal_for_connection, sasl_principal
+from aclgate.protocol.identity.sslmapping import (
     NoMatchingRule,
     SslPrincipalMapper,
     name_rfc2253,
-    principal_for_connection,
     subject_rfc2253,
 )
 
@@ -168,9 +167,13 @@ def test_pki_client_subject(pki_dir) -> None:
     )
     assert subject_rfc2253(der) == "CN=alice,OU=eng,O=example"
     mapper = SslPrincipalMapper.from_rules("RULE:^CN=([^,]*),.*$/$1/U,DEFAULT")
-    assert principal_for_connection(der, mapper) == "User:ALICE"
-    assert principal_for_connection(None, mapper) == ANONYMOUS == "User:ANONYMOUS"
-    assert principal_for_connection(der, SslPrincipalMapper.from_rules(None)) == (
+    assert principal_for_connection("SSL", der, mapper) == "User:ALICE"
+    assert principal_for_connection("SSL", None, mapper) == ANONYMOUS == "User:ANONYMOUS"
+    # only an SSL listener takes the principal from a certificate (SASL_SSL: from SASL)
+    assert principal_for_connection("SASL_SSL", der, mapper) == ANONYMOUS
+    assert principal_for_connection("PLAINTEXT", None, None) == ANONYMOUS
+    assert sasl_principal("alice") == "User:alice"
+    assert principal_for_connection("SSL", der, SslPrincipalMapper.from_rules(None)) == (
         "User:CN=alice,OU=eng,O=example"
     )
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.hosts import java_host_string
-from protocol.proxyproto import (
+from aclgate.protocol.identity.hosts import java_host_string
+from aclgate.protocol.identity.proxyproto import (
     V2_SIGNATURE,
     NeedMore,
     ProxyHeader,

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from kafka.net.sasl.oauth import AbstractTokenProvider, SaslMechanismOAuth
 
-from protocol.sasl import (
+from aclgate.protocol.identity.sasl import (
     Jwks,
     JwtValidationError,
     JwtValidator,
@@ -21,7 +21,7 @@ from protocol.sasl import (
     create_server,
     session_lifetime_ms,
 )
-from protocol.sasl.oauthbearer import ClientInitialResponse
+from aclgate.protocol.identity.sasl.oauthbearer import ClientInitialResponse
 
 NOW = 1_800_000_000  # seconds
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)

@@ -8,16 +8,16 @@ import pytest
 from kafka.net.sasl.plain import SaslMechanismPlain
 from kafka.net.sasl.scram import ScramClient
 
-from protocol.sasl import SaslAuthenticationError, SaslException, create_server
-from protocol.sasl.client import PlainSaslClient, ScramSaslClient, create_client
-from protocol.sasl.credentials import (
+from aclgate.protocol.identity.sasl import SaslAuthenticationError, SaslException, create_server
+from aclgate.protocol.identity.sasl.client import PlainSaslClient, ScramSaslClient, create_client
+from aclgate.protocol.identity.sasl.credentials import (
     SCRAM_MECHANISMS,
     PlainCredential,
     ScramCredential,
     hash_plain_password,
     scram_credential,
 )
-from protocol.sasl.scram import ScramSaslServer, sasl_name, username_from_sasl_name
+from aclgate.protocol.identity.sasl.scram import ScramSaslServer, sasl_name, username_from_sasl_name
 
 SCRAM = sorted(SCRAM_MECHANISMS)
 

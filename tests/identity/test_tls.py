@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from certs import pki
-from protocol.principal import SslPrincipalMapper, principal_for_connection
-from proxy.tls import (
+from aclgate.certs import pki
+from aclgate.protocol.identity.principal import principal_for_connection
+from aclgate.protocol.identity.sslmapping import SslPrincipalMapper
+from aclgate.proxy.tls import (
     ReloadingTlsContext,
     TlsConfigError,
     build_client_context,
@@ -107,7 +108,7 @@ def test_client_auth_modes(pki_dir, client_auth, cert, principal) -> None:
     port, (result,) = echo_server(lambda: ctx)
     connect(port, client_ctx(pki_dir, cert))
     assert result.done.wait(10) and result.error is None
-    assert principal_for_connection(result.peer, MAPPER) == principal
+    assert principal_for_connection("SSL", result.peer, MAPPER) == principal
 
 
 @pytest.mark.parametrize(

@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from protocol.sasl import create_server
-from protocol.sasl.client import PlainSaslClient, ScramSaslClient
-from protocol.sasl.credentials import PlainCredential, ScramCredential
-from proxy.cli import main
-from proxy.usersfile import UsersFileError, add_user, load_users, parse_users, remove_user
+from aclgate.protocol.identity.sasl import create_server
+from aclgate.protocol.identity.sasl.client import PlainSaslClient, ScramSaslClient
+from aclgate.protocol.identity.sasl.credentials import PlainCredential, ScramCredential
+from aclgate.proxy.cli import main
+from aclgate.proxy.usersfile import UsersFileError, add_user, load_users, parse_users, remove_user
 
 PASSWORD = "Tr0ub4dor&3-horse-battery"
 
 
 def users_cli(*args: str, stdin: str | None = None, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "proxy", "users", *args],
+        [sys.executable, "-m", "aclgate", "users", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -178,7 +178,7 @@ def test_concurrent_adds_lose_nothing(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "proxy",
+                "aclgate",
                 "users",
                 "add",
                 f"user{i}",

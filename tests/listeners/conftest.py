@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from certs import pki
-from proxy.usersfile import add_user
+from aclgate.certs import pki
+from aclgate.proxy.usersfile import add_user
 from tests.fixtures.scripted_broker import ScriptedCluster
 from tests.listeners.util import MECHANISMS, USERS, jwks_json, password
 

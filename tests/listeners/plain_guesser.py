@@ -14,8 +14,8 @@ import struct
 import sys
 import time
 
-from protocol.codec import encode_request
-from protocol.versions import request_class
+from aclgate.protocol.codec import encode_request
+from aclgate.protocol.versions import request_class
 
 _SIZE = struct.Struct(">i")
 HANDSHAKE = encode_request(1, request_class(17, 1)(mechanism="PLAIN"), "guesser")

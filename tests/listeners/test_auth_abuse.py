@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol.sasl.client import create_client
+from aclgate.protocol.identity.sasl.client import create_client
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.listeners.conftest import sasl_listener
 from tests.listeners.test_tls_handshake import TlsRawClient

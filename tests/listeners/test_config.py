@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from proxy.config import ConfigError
+from aclgate.proxy.config import ConfigError
 from tests.fixtures.proxy import make_config
 
 
@@ -39,7 +39,7 @@ def test_serve_reports_the_problem_and_exits(tmp_path):
         [
             sys.executable,
             "-m",
-            "proxy",
+            "aclgate",
             "serve",
             "--upstream",
             "127.0.0.1:9",

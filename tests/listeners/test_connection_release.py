@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from protocol.session import ProxySession
-from proxy.connection import ClientConnection
+from aclgate.protocol.session import ProxySession
+from aclgate.proxy.connection import ClientConnection
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.tansu import tansu  # noqa: F401  (fixture)
 from tests.fixtures.wait import wait_until

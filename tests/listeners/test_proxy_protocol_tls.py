@@ -11,7 +11,7 @@ import struct
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol.codec import decode_response, encode_request
+from aclgate.protocol.codec import decode_response, encode_request
 from tests.listeners.test_proxy_protocol import header_v1, header_v2
 from tests.listeners.util import acl, metadata_request, read_audit, unique, write_acls
 

@@ -12,7 +12,7 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol.sasl.client import create_client
+from aclgate.protocol.identity.sasl.client import create_client
 from tests.fixtures.rawclient import RawClient, request_entity
 from tests.listeners.conftest import sasl_listener
 from tests.listeners.util import (
@@ -289,7 +289,7 @@ def _end_offset(bootstrap: str, topic: str) -> int:
 def test_users_file_changes_apply_to_the_next_login(scripted, proxy_factory, tmp_path):
     """`aclgate users add/remove` while the proxy runs: the next login sees the change; an
     established session is not cut (as in Kafka, until it re-authenticates)."""
-    from proxy.usersfile import add_user, remove_user
+    from aclgate.proxy.usersfile import add_user, remove_user
 
     users = tmp_path / "users.json"
     add_user(users, "alice", password("alice"), ["SCRAM-SHA-512"])

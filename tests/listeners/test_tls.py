@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from cryptography import x509
 
-from certs import pki
+from aclgate.certs import pki
 from tests.listeners.util import (
     MAPPING_RULES,
     acl,

@@ -18,11 +18,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from protocol.sasl.client import OAuthBearerSaslClient
-from protocol.sasl.jwt import Jwks, JwtValidator
-from protocol.sasl.oauthbearer import OAuthBearerSaslServer
-from proxy.httpclient import https_context
-from proxy.oauthtoken import ClientCredentialsToken, SecretFile, TokenEndpointError
+from aclgate.protocol.identity.sasl.client import OAuthBearerSaslClient
+from aclgate.protocol.identity.sasl.jwt import Jwks, JwtValidator
+from aclgate.protocol.identity.sasl.oauthbearer import OAuthBearerSaslServer
+from aclgate.proxy.httpclient import https_context
+from aclgate.proxy.oauthtoken import ClientCredentialsToken, SecretFile, TokenEndpointError
 from tests.fixtures.idp import IdentityProvider
 from tests.fixtures.rawclient import RawClient
 from tests.listeners.test_jwks_endpoint import oauth_listener
@@ -189,7 +189,7 @@ def test_rotated_client_secret_is_used_without_restart(idp, secret_file, caplog)
 
 
 def test_oauthbearer_client_against_our_server(idp):
-    """protocol/sasl/client.py's OAUTHBEARER client with protocol/sasl's server: success, and
+    """protocol/identity/sasl/client.py's OAUTHBEARER client with protocol/sasl's server: success, and
     RFC 7628's error round (JSON challenge, ^A, failure)."""
     validator = JwtValidator(Jwks.from_json(__import__("json").dumps(idp.jwks())))
     now_ms = int(time.time() * 1000)

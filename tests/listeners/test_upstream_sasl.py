@@ -9,7 +9,7 @@ import gc
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol.versions import response_class
+from aclgate.protocol.versions import response_class
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.scripted_broker import _defaults, encode_response
 from tests.listeners.conftest import sasl_listener

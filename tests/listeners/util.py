@@ -128,7 +128,7 @@ def sasl_client(mechanism: str, user: str, secret: str):
     """A sans-IO SASL client (PLAIN, SCRAM-*, or OAUTHBEARER with `secret` the JWT)."""
     if mechanism == "OAUTHBEARER":
         return _OAuthClient(secret)
-    from protocol.sasl.client import create_client
+    from aclgate.protocol.identity.sasl.client import create_client
 
     return create_client(mechanism, user, secret)
 

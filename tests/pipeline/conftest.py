@@ -13,7 +13,7 @@ import pytest
 
 
 def spark_missing_reason() -> str | None:
-    from pipeline.spark import SparkUnavailable, check_available
+    from aclgate.pipeline.spark import SparkUnavailable, check_available
 
     try:
         check_available()
@@ -34,7 +34,7 @@ def require_spark() -> None:
 @pytest.fixture(scope="session")
 def spark():
     require_spark()
-    from pipeline.spark import build_session
+    from aclgate.pipeline.spark import build_session
 
     session = build_session(
         "aclgate pipeline tests",
@@ -47,6 +47,6 @@ def spark():
 
 @pytest.fixture
 def progress():
-    from pipeline.spark import Progress
+    from aclgate.pipeline.spark import Progress
 
     return Progress("test", 10, stream=io.StringIO())

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.schema import acl_entry
+from aclgate.pipeline.schema import acl_entry
 
 # The policy in force when the small log was written.
 ALICE_READ_ORDERS = acl_entry("TOPIC", "orders", "User:alice", "READ")

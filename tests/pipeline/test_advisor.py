@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from pipeline.advise import AdviseOptions, observations, run_advise
-from pipeline.advisor import Key, Observations, candidate_prefixes, propose
-from pipeline.inputs import expand_inputs
-from pipeline.reader import read_audit
-from pipeline.spark import Progress
+from aclgate.pipeline.advise import AdviseOptions, observations, run_advise
+from aclgate.pipeline.advisor import Key, Observations, candidate_prefixes, propose
+from aclgate.pipeline.inputs import expand_inputs
+from aclgate.pipeline.reader import read_audit
+from aclgate.pipeline.spark import Progress
 from tests.pipeline.helpers import aclgate, check_decisions
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from proxy.cli import main
+from aclgate.proxy.cli import main
 from tests.pipeline.helpers import (
     CANDIDATE,
     aclgate,
@@ -125,11 +125,11 @@ def test_sample_is_deterministic_and_gzips(tmp_path):
 @pytest.mark.spark
 def test_sample_decisions_are_authz_decisions(spark, tmp_path):
     """Replaying a sample against the policy it was written with flips nothing."""
-    from pipeline.acls import load_acls
-    from pipeline.evaluate import Policy
-    from pipeline.inputs import expand_inputs
-    from pipeline.reader import read_audit
-    from pipeline.whatif import compare
+    from aclgate.pipeline.acls import load_acls
+    from aclgate.pipeline.evaluate import Policy
+    from aclgate.pipeline.inputs import expand_inputs
+    from aclgate.pipeline.reader import read_audit
+    from aclgate.pipeline.whatif import compare
 
     result = aclgate(
         "audit-sample", "--events", "3000", "--out", str(tmp_path / "s.jsonl"),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.charts import hbar_chart, human, nice_ceiling, stacked_timeline
-from pipeline.page import acl_label, render_page
+from aclgate.pipeline.charts import hbar_chart, human, nice_ceiling, stacked_timeline
+from aclgate.pipeline.page import acl_label, render_page
 
 EVIL = "User:<script>alert(1)</script>"
 

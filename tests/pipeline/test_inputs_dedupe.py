@@ -1,6 +1,6 @@
 """Input listing: a rotated audit file caught mid-compression is read once."""
 
-from pipeline.inputs import expand_inputs
+from aclgate.pipeline.inputs import expand_inputs
 
 
 def test_plain_and_gzipped_copies_of_one_rotated_file_are_read_once(tmp_path):

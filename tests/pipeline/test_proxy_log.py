@@ -11,9 +11,9 @@ import random
 
 import pytest
 
-from pipeline.report import ReportOptions, run_report
-from pipeline.sample_world import SUPER_USERS, api_fields, build_world
-from pipeline.spark import Progress
+from aclgate.pipeline.report import ReportOptions, run_report
+from aclgate.pipeline.sample_world import SUPER_USERS, api_fields, build_world
+from aclgate.pipeline.spark import Progress
 from tests.pipeline.helpers import write_acl_file
 
 pytestmark = pytest.mark.spark
@@ -29,9 +29,11 @@ class Clock:
 
 def record_decisions(path, n: int) -> dict[str, int]:
     """Record n decisions of the sample fleet, deciding them with authz as the proxy does."""
-    audit = pytest.importorskip("proxy.audit", reason="the proxy's audit writer is not here yet")
-    from authz.authorizer import Authorizer
-    from authz.model import AclBinding, AclOperation, ResourceType
+    audit = pytest.importorskip(
+        "aclgate.proxy.audit", reason="the proxy's audit writer is not here yet"
+    )
+    from aclgate.authz.authorizer import Authorizer
+    from aclgate.authz.model import AclBinding, AclOperation, ResourceType
 
     acls, acts = build_world()
     authorizer = Authorizer(super_users=SUPER_USERS)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from pipeline.inputs import expand_inputs
-from pipeline.jobs import InputError, load_audit
-from pipeline.reader import read_audit
+from aclgate.pipeline.inputs import expand_inputs
+from aclgate.pipeline.jobs import InputError, load_audit
+from aclgate.pipeline.reader import read_audit
 from tests.pipeline.helpers import event, small_log, write_jsonl
 
 pytestmark = pytest.mark.spark
@@ -63,7 +63,7 @@ def test_malformed_lines_are_counted_with_file_and_line(spark, tmp_path, progres
 
 def test_line_numbers_survive_split_files(spark, tmp_path):
     """A plain file read in many splits still gets exact line numbers for its bad lines."""
-    from pipeline.malformed import malformed_lines, malformed_sample
+    from aclgate.pipeline.malformed import malformed_lines, malformed_sample
 
     lines: list = [GOOD] * 3000
     for n in (1, 777, 1500, 2999, 3000):
@@ -82,7 +82,7 @@ def test_line_numbers_survive_split_files(spark, tmp_path):
 
 
 def test_parquet_input_and_time_window(spark, tmp_path, progress):
-    from pipeline.schema import audit_schema
+    from aclgate.pipeline.schema import audit_schema
 
     rows = small_log()
     frame = spark.createDataFrame(
@@ -114,6 +114,6 @@ def test_missing_path_is_an_error_not_an_empty_report(spark, tmp_path, progress)
 
 
 def _ts(text: str):
-    from pipeline.timeutil import parse_user_time
+    from aclgate.pipeline.timeutil import parse_user_time
 
     return parse_user_time(text)

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from pipeline.report import ReportOptions, run_report
-from pipeline.spark import Progress
+from aclgate.pipeline.report import ReportOptions, run_report
+from aclgate.pipeline.spark import Progress
 from tests.pipeline.helpers import (
     ALICE_READ_SECRET,
     BOB_WRITE_ORDERS,

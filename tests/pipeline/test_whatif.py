@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from pipeline.acls import load_acls
-from pipeline.evaluate import Policy
-from pipeline.inputs import expand_inputs
-from pipeline.reader import read_audit
-from pipeline.schema import KEY_FIELDS, acl_entry
-from pipeline.whatif import compare
+from aclgate.pipeline.acls import load_acls
+from aclgate.pipeline.evaluate import Policy
+from aclgate.pipeline.inputs import expand_inputs
+from aclgate.pipeline.reader import read_audit
+from aclgate.pipeline.schema import KEY_FIELDS, acl_entry
+from aclgate.pipeline.whatif import compare
 from tests.pipeline.helpers import aclgate, check_decisions, event, write_jsonl
 
 pytestmark = pytest.mark.spark

@@ -9,16 +9,16 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32
 
-from protocol.addresses import (
+from aclgate.protocol.addresses import (
     metadata_brokers_span,
     rewrite_describe_cluster,
     rewrite_find_coordinator,
     rewrite_metadata,
     rewrite_node_endpoints,
 )
-from protocol.apiversions import trim_api_versions, unsupported_version_response
-from protocol.codec import MalformedResponse, decode_response, encode_response
-from protocol.versions import response_class
+from aclgate.protocol.apiversions import trim_api_versions, unsupported_version_response
+from aclgate.protocol.codec import MalformedResponse, decode_response, encode_response
+from aclgate.protocol.versions import response_class
 from tests.fixtures.scripted_broker import _defaults
 
 

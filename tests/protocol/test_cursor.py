@@ -9,15 +9,21 @@ import base64
 import pytest
 from kio.static.primitive import i32
 
-from authz.authorizer import Authorizer
-from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from protocol import codec
-from protocol.enforce.context import AuthContext, Policy
-from protocol.enforce.cursor import KEY_SIZE, PREFIX, CursorSeal
-from protocol.enforce.table import advertised_versions, handlers
-from protocol.header import parse_request_header
-from protocol.session import ProxySession, SessionConfig
-from protocol.versions import response_class, response_module
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from aclgate.protocol import codec
+from aclgate.protocol.enforce.context import AuthContext, Policy
+from aclgate.protocol.enforce.cursor import KEY_SIZE, PREFIX, CursorSeal
+from aclgate.protocol.enforce.table import advertised_versions, handlers
+from aclgate.protocol.header import parse_request_header
+from aclgate.protocol.session import ProxySession, SessionConfig
+from aclgate.protocol.versions import response_class, response_module
 from tests.fixtures.rawclient import module, request_entity
 from tests.fixtures.scripted_broker import _defaults
 from tests.protocol.test_session import FakeIO, split_frames

@@ -14,20 +14,26 @@ from typing import Any
 import pytest
 from kio.static.primitive import i32Timedelta
 
-from authz.authorizer import Authorizer
-from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from protocol import codec
-from protocol.apiversions import unsupported_version_response
-from protocol.effects import (
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from aclgate.protocol import codec
+from aclgate.protocol.apiversions import unsupported_version_response
+from aclgate.protocol.effects import (
     NO_RESUME,
     DroppedApiKeys,
     LookUpPartitionCounts,
     LookUpTopicIds,
 )
-from protocol.enforce import base
-from protocol.enforce.context import AuthContext, Policy
-from protocol.enforce.table import advertised_versions, handlers
-from protocol.session import ProxySession, SessionConfig
+from aclgate.protocol.enforce import base
+from aclgate.protocol.enforce.context import AuthContext, Policy
+from aclgate.protocol.enforce.table import advertised_versions, handlers
+from aclgate.protocol.session import ProxySession, SessionConfig
 from tests.fixtures.rawclient import module, request_entity
 from tests.protocol.test_session import FakeIO, split_frames
 

@@ -32,14 +32,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from authz.authorizer import Authorizer
-from protocol.apiversions import unsupported_version_response
-from protocol.codec import decode_request, encode_request
-from protocol.effects import LookUpPartitionCounts, LookUpTopicIds
-from protocol.enforce.context import AuthContext, Policy
-from protocol.enforce.table import advertised_versions, handlers
-from protocol.header import MalformedRequest, parse_request_header
-from protocol.session import ProxySession, SessionConfig
+from aclgate.authz.authorizer import Authorizer
+from aclgate.protocol.apiversions import unsupported_version_response
+from aclgate.protocol.codec import decode_request, encode_request
+from aclgate.protocol.effects import LookUpPartitionCounts, LookUpTopicIds
+from aclgate.protocol.enforce.context import AuthContext, Policy
+from aclgate.protocol.enforce.table import advertised_versions, handlers
+from aclgate.protocol.header import MalformedRequest, parse_request_header
+from aclgate.protocol.session import ProxySession, SessionConfig
 from tests.enforce.test_admin_apis import CASES, PROFILES, echo
 from tests.protocol.test_session import FakeIO
 

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.framing import FrameSplitter, FrameTooLarge
-from protocol.header import MalformedRequest, UnknownApi, parse_request_header, peek_ids
+from aclgate.protocol.framing import FrameSplitter, FrameTooLarge
+from aclgate.protocol.header import MalformedRequest, UnknownApi, parse_request_header, peek_ids
 
 
 def framed(payload: bytes) -> bytes:

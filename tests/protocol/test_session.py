@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.apiversions import unsupported_version_response
-from protocol.effects import LookUpTopicIds
-from protocol.routing import allowed_versions, transparent_handlers
-from protocol.session import ProxySession, SessionConfig
+from aclgate.protocol.apiversions import unsupported_version_response
+from aclgate.protocol.effects import LookUpTopicIds
+from aclgate.protocol.routing import allowed_versions, transparent_handlers
+from aclgate.protocol.session import ProxySession, SessionConfig
 
 
 class FakeIO:

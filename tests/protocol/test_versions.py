@@ -2,8 +2,13 @@
 
 from kio.schema.index import schema_name_map
 
-from protocol.routing import BLOCKED, allowed_versions
-from protocol.versions import API_NAMES, KIO_RANGES, REQUEST_FLEXIBLE, first_flexible_version
+from aclgate.protocol.routing import BLOCKED, allowed_versions
+from aclgate.protocol.versions import (
+    API_NAMES,
+    KIO_RANGES,
+    REQUEST_FLEXIBLE,
+    first_flexible_version,
+)
 
 # api_key: (name, min, max, first flexible) for the APIs the proxy inspects or rewrites
 PINNED = {
@@ -56,8 +61,8 @@ def test_api_key_names_are_kafkas():
     """protocol.apikeys.ApiKey names every API kio knows, as Kafka's schemas name it."""
     import re
 
-    from protocol.apikeys import ApiKey
-    from protocol.versions import API_NAMES
+    from aclgate.protocol.apikeys import ApiKey
+    from aclgate.protocol.versions import API_NAMES
 
     def snake(name: str) -> str:
         name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
@@ -67,8 +72,8 @@ def test_api_key_names_are_kafkas():
 
 
 def test_every_table_row_declares_versions_kio_parses():
-    from protocol.enforce.table import TABLE
-    from protocol.versions import KIO_RANGES
+    from aclgate.protocol.enforce.table import TABLE
+    from aclgate.protocol.versions import KIO_RANGES
 
     for key, row in TABLE.items():
         lo, hi = row.versions

@@ -7,8 +7,8 @@ import sys
 import pytest
 from kio.static.primitive import i8, i16
 
-from protocol.codec import encode_response
-from protocol.versions import request_class, response_class
+from aclgate.protocol.codec import encode_response
+from aclgate.protocol.versions import request_class, response_class
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.fixtures.scripted_broker import ScriptedCluster, _defaults
 
@@ -70,7 +70,7 @@ def test_each_broker_port_reaches_its_own_broker(cluster, proxy_factory):
 
 
 def test_fixed_node_ports_and_port_range(cluster, proxy_factory):
-    from proxy.embedded_broker import free_port
+    from aclgate.proxy.embedded_broker import free_port
 
     lo = _free_range(21)
     fixed = free_port()

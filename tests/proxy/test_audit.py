@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 
-from authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
-from authz.model import AclBinding, AclOperation, ResourceType
-from proxy.audit import AuditLog
-from proxy.decisions import kafka_log_line
+from aclgate.authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
+from aclgate.authz.model import AclBinding, AclOperation, ResourceType
+from aclgate.proxy.audit import AuditLog
+from aclgate.proxy.decisions import kafka_log_line
 
 SCHEMA_FIELDS = [
     "schema_version", "ts", "ts_first", "count", "proxy", "listener", "principal", "host", "client_id",

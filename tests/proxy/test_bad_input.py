@@ -102,7 +102,7 @@ def test_upstream_going_away_mid_request_closes_the_client(proxy_factory, caplog
         proxy = proxy_factory(cluster.bootstrap)
         with RawClient(proxy.bootstrap) as client:
             client.request(request_entity(18, 0))
-            from protocol.versions import request_class
+            from aclgate.protocol.versions import request_class
             from tests.fixtures.scripted_broker import _defaults
 
             started = time.monotonic()
@@ -115,7 +115,7 @@ def test_upstream_going_away_mid_request_closes_the_client(proxy_factory, caplog
 
 
 def test_unreachable_upstream_closes_with_a_clear_error(proxy_factory, caplog):
-    from proxy.embedded_broker import free_port
+    from aclgate.proxy.embedded_broker import free_port
 
     caplog.set_level(logging.INFO, logger="aclgate")
     proxy = proxy_factory(f"127.0.0.1:{free_port()}")

@@ -14,14 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from authz.aclfile import dump_acl_file
-from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from proxy.config import ConfigError, ProxyConfig, add_arguments, from_args
-from proxy.embedded_broker import api_versions_probe, free_port
+from aclgate.authz.aclfile import dump_acl_file
+from aclgate.authz.model import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from aclgate.proxy.config import ConfigError, ProxyConfig, add_arguments, from_args
+from aclgate.proxy.embedded_broker import api_versions_probe, free_port
 from tests.fixtures.wait import wait_until
 from tests.scenarios import clients
 
-ACLGATE = [sys.executable, "-m", "proxy"]
+ACLGATE = [sys.executable, "-m", "aclgate"]
 
 
 def run_cli(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -181,7 +187,7 @@ def test_demo_runs_prints_bootstrap_and_stops_on_ctrl_c():
             [
                 sys.executable,
                 "-m",
-                "proxy.democlient",
+                "aclgate.proxy.democlient",
                 "--bootstrap",
                 f"127.0.0.1:{port}",
                 "produce",
@@ -198,7 +204,7 @@ def test_demo_runs_prints_bootstrap_and_stops_on_ctrl_c():
             [
                 sys.executable,
                 "-m",
-                "proxy.democlient",
+                "aclgate.proxy.democlient",
                 "--bootstrap",
                 f"127.0.0.1:{port}",
                 "consume",

@@ -9,13 +9,13 @@ import re
 import threading
 from types import SimpleNamespace
 
-from authz.decision import Decision
-from authz.model import AclOperation, ResourceType
-from protocol.codec import encode_request
-from protocol.enforce.context import AuthContext
-from protocol.header import RequestHeader
-from proxy.decisions import DecisionRecorder, DenialLogLimiter, kafka_log_line
-from proxy.metrics import HotCounters
+from aclgate.authz.decision import Decision
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.codec import encode_request
+from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.header import RequestHeader
+from aclgate.proxy.decisions import DecisionRecorder, DenialLogLimiter, kafka_log_line
+from aclgate.proxy.metrics import HotCounters
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.wait import wait_until
 from tests.proxy.test_log_safety import denied_produce

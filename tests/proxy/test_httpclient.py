@@ -8,8 +8,8 @@ import ssl
 
 import pytest
 
-from certs import pki
-from proxy.httpclient import HttpError, check_https_url, https_context, request
+from aclgate.certs import pki
+from aclgate.proxy.httpclient import HttpError, check_https_url, https_context, request
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ from datetime import timedelta
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from authz.decision import Decision
-from authz.model import AclOperation, ResourceType
-from proxy.decisions import kafka_log_line
-from proxy.logs import log_safe
+from aclgate.authz.decision import Decision
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.proxy.decisions import kafka_log_line
+from aclgate.proxy.logs import log_safe
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.fixtures.wait import wait_until
 

@@ -2,7 +2,7 @@
 
 OAUTHBEARER meets a token whose `kid` is not in the key set it has: the IO layer can fetch
 the key set again (proxy/jwks.py), but the mechanism may not wait for it. It raises
-`SaslPending` instead; the SASL gate (protocol/saslgate.py) parks the connection, reads no
+`SaslPending` instead; the SASL gate (protocol/identity/saslgate.py) parks the connection, reads no
 more of its requests, and evaluates the same token again once `subscribe`'s callback fires.
 """
 

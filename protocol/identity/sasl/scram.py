@@ -17,8 +17,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol.sasl.base import SaslAuthenticationError, SaslException, SaslServer
-from protocol.sasl.credentials import (
+from aclgate.protocol.identity.sasl.base import SaslAuthenticationError, SaslException, SaslServer
+from aclgate.protocol.identity.sasl.credentials import (
     SCRAM_MECHANISMS,
     SCRAM_MIN_ITERATIONS,
     CredentialLookup,

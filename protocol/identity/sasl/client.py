@@ -15,15 +15,15 @@ import base64
 import hmac
 from abc import ABC, abstractmethod
 
-from protocol.sasl.base import SaslException
-from protocol.sasl.credentials import (
+from aclgate.protocol.identity.sasl.base import SaslException
+from aclgate.protocol.identity.sasl.credentials import (
     PLAIN,
     SCRAM_MECHANISMS,
     SCRAM_MIN_ITERATIONS,
     scram_keys,
     scram_salted_password,
 )
-from protocol.sasl.scram import (
+from aclgate.protocol.identity.sasl.scram import (
     ServerFirstMessage,
     parse_server_final,
     sasl_name,

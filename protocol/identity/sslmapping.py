@@ -1,10 +1,11 @@
-"""mTLS principals exactly as Kafka derives them.
+"""A client certificate's subject as Kafka names it (docs/identity.md, "mTLS principal").
 
 Kafka's DefaultKafkaPrincipalBuilder takes the peer certificate's subject as Java's
-`X500Principal.getName()` prints it (RFC 2253 with the JDK's rules), rewrites it with
-`ssl.principal.mapping.rules` (SslPrincipalMapper) and prefixes `User:`; no certificate gives
-`User:ANONYMOUS`. ACLs written for a Kafka cluster only keep working behind the proxy if every
-byte of that string is the same, so this module mirrors the JDK and Kafka code paths closely.
+`X500Principal.getName()` prints it (RFC 2253 with the JDK's rules) and rewrites it with
+`ssl.principal.mapping.rules` (SslPrincipalMapper). ACLs written for a Kafka cluster only keep
+working behind the proxy if every byte of that name is the same, so this module mirrors the
+JDK and Kafka code paths closely. protocol/identity/principal.py turns the name into a
+principal.
 """
 
 from __future__ import annotations
@@ -15,15 +16,11 @@ from dataclasses import dataclass
 from cryptography import x509
 
 __all__ = [
-    "ANONYMOUS",
     "NoMatchingRule",
     "SslPrincipalMapper",
     "name_rfc2253",
-    "principal_for_connection",
     "subject_rfc2253",
 ]
-
-ANONYMOUS = "User:ANONYMOUS"
 
 # ---------------------------------------------------------------------------------------------
 # RFC 2253 rendering (sun.security.x509.X500Name / RDN / AVA, as used by X500Principal)
@@ -414,13 +411,3 @@ def _parse_rule(rule: str) -> _Rule:
         to_lower=flag == "L",
         to_upper=flag == "U",
     )
-
-
-def principal_for_connection(cert_der: bytes | None, mapper: SslPrincipalMapper) -> str:
-    """`User:<mapped subject>` for a verified client certificate, `User:ANONYMOUS` without one.
-
-    Raises NoMatchingRule when no rule applies (Kafka then fails the connection).
-    """
-    if cert_der is None:
-        return ANONYMOUS
-    return "User:" + mapper.get_name(subject_rfc2253(cert_der))

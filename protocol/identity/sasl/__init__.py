@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from protocol.sasl.base import (
+from aclgate.protocol.identity.sasl.base import (
     SaslAuthenticationError,
     SaslException,
     SaslServer,
@@ -16,11 +16,16 @@ from protocol.sasl.base import (
     reauthentication_principal_error,
     session_lifetime_ms,
 )
-from protocol.sasl.credentials import PLAIN, SCRAM_MECHANISMS, CredentialLookup
-from protocol.sasl.jwt import Jwks, JwtValidationError, JwtValidator, OAuthBearerToken
-from protocol.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer
-from protocol.sasl.plain import PlainSaslServer
-from protocol.sasl.scram import ScramSaslServer
+from aclgate.protocol.identity.sasl.credentials import PLAIN, SCRAM_MECHANISMS, CredentialLookup
+from aclgate.protocol.identity.sasl.jwt import (
+    Jwks,
+    JwtValidationError,
+    JwtValidator,
+    OAuthBearerToken,
+)
+from aclgate.protocol.identity.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer
+from aclgate.protocol.identity.sasl.plain import PlainSaslServer
+from aclgate.protocol.identity.sasl.scram import ScramSaslServer
 
 __all__ = [
     "OAUTHBEARER",

@@ -22,6 +22,7 @@ after expiry closes the connection, as Kafka does.
 
 from __future__ import annotations
 
+import enum
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,9 +32,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i64Timedelta
 
-from protocol.apiversions import local_api_versions_response
-from protocol.codec import decode_request, encode_response
-from protocol.effects import (
+from aclgate.protocol.apiversions import local_api_versions_response
+from aclgate.protocol.codec import decode_request, encode_response
+from aclgate.protocol.effects import (
     BUSY,
     Authenticated,
     AuthenticationResult,
@@ -41,10 +42,11 @@ from protocol.effects import (
     RunBlocking,
     Sleep,
 )
-from protocol.enforce.build import build
-from protocol.framing import DEFAULT_MAX_PRE_AUTH_FRAME, Frame
-from protocol.header import RequestHeader
-from protocol.sasl import (
+from aclgate.protocol.enforce.build import build
+from aclgate.protocol.framing import DEFAULT_MAX_PRE_AUTH_FRAME, Frame
+from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.identity.principal import sasl_principal
+from aclgate.protocol.identity.sasl import (
     SaslAuthenticationError,
     SaslException,
     SaslServer,
@@ -52,9 +54,9 @@ from protocol.sasl import (
     reauthentication_principal_error,
     session_lifetime_ms,
 )
-from protocol.sasl.pending import SaslPending
-from protocol.session import ProxySession
-from protocol.versions import api_name, response_class
+from aclgate.protocol.identity.sasl.pending import SaslPending
+from aclgate.protocol.session import ProxySession
+from aclgate.protocol.versions import api_name, response_class
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 #: what the listener itself serves, whatever the broker announces
@@ -87,11 +89,55 @@ class SaslListenerConfig:
     versions_after: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
 
+class Phase(enum.Enum):
+    """Where a connection is in its SASL life (Kafka's SaslServerAuthenticator states,
+    folded to what a proxy must tell apart)."""
+
+    AWAITING_HANDSHAKE = "awaiting SaslHandshake"
+    TOKENS_V0 = "bare tokens after SaslHandshake v0"
+    AUTHENTICATING = "SaslAuthenticate exchange"
+    AUTHENTICATED = "authenticated"
+    REAUTHENTICATING = "re-authenticating (KIP-368)"
+    CLOSING = "refused, closing"
+
+
+class Event(enum.Enum):
+    HANDSHAKE_V0 = "SaslHandshake v0 accepted"
+    HANDSHAKE = "SaslHandshake v1+ accepted"
+    COMPLETED = "exchange completed"
+    REFUSED = "exchange refused"
+
+
+#: The SASL state machine: the only moves a connection makes. A move not in this table is a
+#: bug (AssertionError), never a silent state change.
+TRANSITIONS: Mapping[tuple[Phase, Event], Phase] = {
+    (Phase.AWAITING_HANDSHAKE, Event.HANDSHAKE_V0): Phase.TOKENS_V0,
+    (Phase.AWAITING_HANDSHAKE, Event.HANDSHAKE): Phase.AUTHENTICATING,
+    (Phase.TOKENS_V0, Event.COMPLETED): Phase.AUTHENTICATED,
+    (Phase.AUTHENTICATING, Event.COMPLETED): Phase.AUTHENTICATED,
+    (Phase.AUTHENTICATED, Event.HANDSHAKE): Phase.REAUTHENTICATING,
+    (Phase.REAUTHENTICATING, Event.COMPLETED): Phase.AUTHENTICATED,
+    **{(phase, Event.REFUSED): Phase.CLOSING for phase in Phase},
+}
+
+#: Requests each phase reads (None: any). Anything else closes the connection unanswered, as
+#: Kafka does before authentication; TOKENS_V0 frames have no header (`_raw_token` reads them).
+REQUESTS: Mapping[Phase, frozenset[int] | None] = {
+    Phase.AWAITING_HANDSHAKE: frozenset({API_VERSIONS, SASL_HANDSHAKE}),
+    Phase.TOKENS_V0: frozenset(),
+    Phase.AUTHENTICATING: frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}),
+    Phase.AUTHENTICATED: None,
+    Phase.REAUTHENTICATING: None,
+    Phase.CLOSING: frozenset(),
+}
+
+
 class SaslState:
     """One connection's SASL progress."""
 
     def __init__(self, config: SaslListenerConfig):
         self.config = config
+        self.phase = Phase.AWAITING_HANDSHAKE
         self.server: SaslServer | None = None
         self.mechanism: str | None = None
         self.principal: str | None = None  # authenticated authorization id
@@ -100,7 +146,13 @@ class SaslState:
 
     @property
     def authenticated(self) -> bool:
+        """Has authenticated once (also while re-authenticating)."""
         return self.principal is not None
+
+    def advance(self, event: Event) -> None:
+        following = TRANSITIONS.get((self.phase, event))
+        assert following is not None, f"SASL: no move on {event.value} in {self.phase.value}"
+        self.phase = following
 
 
 def _state(session: ProxySession) -> SaslState:
@@ -133,10 +185,8 @@ def install(session: ProxySession, config: SaslListenerConfig) -> SaslState:
 
 
 def _gate(state: SaslState, header: RequestHeader) -> str | None:
-    if not state.authenticated and (
-        header.api_key not in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
-        or (header.api_key == SASL_AUTHENTICATE and state.server is None)
-    ):
+    allowed = REQUESTS[state.phase]
+    if allowed is not None and header.api_key not in allowed:
         return (
             f"Unexpected Kafka request of type {api_name(header.api_key)} (api_key="
             f"{header.api_key}) during SASL handshake, before authentication; closing as Kafka "
@@ -180,6 +230,7 @@ def _answer(session: ProxySession, header: RequestHeader, code: ErrorCode, **fie
 def _later(session: ProxySession, state: SaslState, action: Callable[[], None]) -> None:
     """Run `action` after connection.failed.authentication.delay.ms, reading no more requests
     meanwhile: Kafka holds a refused exchange's answer that long (it slows guessing down)."""
+    state.advance(Event.REFUSED)
     session.stop_accepting()
     delay = state.config.failure_delay_ms
     if delay > 0:
@@ -219,7 +270,7 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     request = decode_request(frame, header)
     mechanisms = tuple(state.config.mechanisms)
     refusal: tuple[ErrorCode, str] | None = None
-    if state.server is not None and not _server(state).complete:
+    if state.phase in (Phase.AUTHENTICATING, Phase.REAUTHENTICATING):
         refusal = ErrorCode.illegal_sasl_state, "SaslHandshake during an unfinished SASL exchange"
     elif state.authenticated and header.api_version == 0:
         refusal = ErrorCode.illegal_sasl_state, "re-authentication needs SaslHandshake v1 or later"
@@ -241,6 +292,7 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     state.server = state.config.new_server(request.mechanism)
     state.mechanism = request.mechanism
     state.handshake_version = header.api_version
+    state.advance(Event.HANDSHAKE_V0 if header.api_version == 0 else Event.HANDSHAKE)
     _answer(session, header, ErrorCode.none, mechanisms=mechanisms)
     if header.api_version == 0:
         session.raw_handler = _raw_token  # legacy flow: bare tokens follow
@@ -248,13 +300,14 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
 
 def _authenticate(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
     state = _state(session)
-    if state.server is None or _server(state).complete:
+    if state.phase not in (Phase.AUTHENTICATING, Phase.REAUTHENTICATING):
         _answer(
             session,
             header,
             ErrorCode.illegal_sasl_state,
             error_message="SaslAuthenticate without a SaslHandshake",
         )
+        state.advance(Event.REFUSED)
         session.close_after_flush(
             "SaslAuthenticate out of order (ILLEGAL_SASL_STATE)", "sasl_state"
         )
@@ -291,7 +344,7 @@ def _raw_token(session: ProxySession, frame: Frame) -> None:
             _fail_later(session, state, str(result))
             return
         if _server(state).complete and state.principal is None:
-            refused = state.config.admit(session, f"User:{_server(state).authorization_id}")
+            refused = state.config.admit(session, sasl_principal(_server(state).authorization_id))
             if refused is not None:
                 _later(session, state, lambda: session.fail(refused, "connection_limit"))
                 return
@@ -365,11 +418,13 @@ def _authenticate_done(
             session,
             header,
             state,
-            _message(reauthentication_principal_error(f"User:{previous}", f"User:{new}")),
+            _message(
+                reauthentication_principal_error(sasl_principal(previous), sasl_principal(new))
+            ),
         )
         return
     if previous is None:
-        refused = state.config.admit(session, f"User:{new}")
+        refused = state.config.admit(session, sasl_principal(new))
         if refused is not None:
             _refuse_connection(session, header, state, refused)
             return
@@ -428,6 +483,7 @@ def _lifetime(state: SaslState) -> int:
 
 def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> None:
     first = state.principal is None
+    state.advance(Event.COMPLETED)
     state.principal = _server(state).authorization_id
     state.expires_at_ms = state.config.clock_ms() + lifetime if lifetime else None
     session.notify(AuthenticationResult(state.mechanism or "", True))
@@ -435,8 +491,9 @@ def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> No
         session.set_max_frame(session.config.max_frame)
         session.set_handlers(state.config.handlers_after, state.config.versions_after)
         # who the connection is from now on: every check after this uses it
-        session.context.principal = f"User:{state.principal}"
-        session.notify(Authenticated(f"User:{state.principal}"))
+        principal = sasl_principal(state.principal)
+        session.context.principal = principal
+        session.notify(Authenticated(principal))
 
 
 def _fail_later(session: ProxySession, state: SaslState, message: str) -> None:

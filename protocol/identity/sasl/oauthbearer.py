@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol.sasl.base import SaslAuthenticationError, SaslException, SaslServer
-from protocol.sasl.jwt import JwtValidationError, JwtValidator, OAuthBearerToken
-from protocol.sasl.pending import SaslPending
+from aclgate.protocol.identity.sasl.base import SaslAuthenticationError, SaslException, SaslServer
+from aclgate.protocol.identity.sasl.jwt import JwtValidationError, JwtValidator, OAuthBearerToken
+from aclgate.protocol.identity.sasl.pending import SaslPending
 
 __all__ = ["OAUTHBEARER", "ClientInitialResponse", "OAuthBearerSaslServer"]
 

@@ -6,8 +6,8 @@ hash so that it takes as long as a wrong password.
 
 from __future__ import annotations
 
-from protocol.sasl.base import SaslAuthenticationError, SaslException, SaslServer
-from protocol.sasl.credentials import (
+from aclgate.protocol.identity.sasl.base import SaslAuthenticationError, SaslException, SaslServer
+from aclgate.protocol.identity.sasl.credentials import (
     PLAIN,
     CredentialLookup,
     PlainCredential,

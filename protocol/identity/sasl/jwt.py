@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 import jwt as pyjwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from protocol.sasl.pending import SaslPending
+from aclgate.protocol.identity.sasl.pending import SaslPending
 
 __all__ = [
     "Jwk",
