@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from aclgate.authz.model import AclBinding
+
 # ------------------------------------------------------------------- waits (resumed)
 
 
@@ -66,6 +68,24 @@ class AwaitSignal:
     set being fetched again because a token names an unknown key id)."""
 
     subscribe: Callable[[Callable[[], None]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreAclChange:
+    """Commit one ACL change to the ACL store (CreateAcls, DeleteAcls): `removals` first,
+    then `additions`, as one batch. Resumed with None once the change is durable in the store
+    *and* in force on this instance (read-your-writes: the client's next request sees it), or
+    with an `AclStoreFailure` when it could not be committed (nothing of it applied)."""
+
+    additions: tuple[AclBinding, ...] = ()
+    removals: tuple[AclBinding, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AclStoreFailure:
+    """Why a `StoreAclChange` was not committed (e.g. the ACL topic is unreachable)."""
+
+    message: str
 
 
 class Busy:
@@ -112,7 +132,7 @@ class DroppedApiKeys:
     keys: frozenset[int]
 
 
-Wait = LookUpTopicIds | LookUpPartitionCounts | RunBlocking | Sleep | AwaitSignal
+Wait = LookUpTopicIds | LookUpPartitionCounts | RunBlocking | Sleep | AwaitSignal | StoreAclChange
 Notification = Authenticated | AuthenticationResult | AutoCreateTopics | DroppedApiKeys
 Effect = Wait | Notification
 
