@@ -22,15 +22,24 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aclgate.authz.model import AclBinding
+
+R = TypeVar("R", covariant=True)
 
 # ------------------------------------------------------------------- waits (resumed)
 
 
+class Waits(Generic[R]):
+    """An effect the IO layer resumes with a value of type R: `session.wait(effect, then)`
+    types `then`'s argument from the effect."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
-class LookUpTopicIds:
+class LookUpTopicIds(Waits[None]):
     """Learn the names of these topic ids from the cluster (feeding the shared topic-id
     cache). Resumed with None once the cache has what the cluster knows."""
 
@@ -38,7 +47,7 @@ class LookUpTopicIds:
 
 
 @dataclass(frozen=True, slots=True)
-class LookUpPartitionCounts:
+class LookUpPartitionCounts(Waits[dict[str, int] | None]):
     """Which of these topics exist, and with how many partitions. Resumed with
     {name: partition count} for the topics that exist, or None if the cluster cannot tell."""
 
@@ -46,7 +55,7 @@ class LookUpPartitionCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class RunBlocking:
+class RunBlocking(Waits[object]):
     """Run `job` off the event loop (password hashing), queued fairly by `source` (the
     client's address). Resumed with the job's return value, or with `Busy` when the IO
     layer's queues are full and the job was not run."""
@@ -56,14 +65,14 @@ class RunBlocking:
 
 
 @dataclass(frozen=True, slots=True)
-class Sleep:
+class Sleep(Waits[None]):
     """Resume after `seconds` (e.g. Kafka's connection.failed.authentication.delay.ms)."""
 
     seconds: float
 
 
 @dataclass(frozen=True, slots=True)
-class AwaitSignal:
+class AwaitSignal(Waits[None]):
     """Resume once `subscribe(callback)` has called its callback (e.g. an OAUTHBEARER key
     set being fetched again because a token names an unknown key id)."""
 
@@ -71,7 +80,7 @@ class AwaitSignal:
 
 
 @dataclass(frozen=True, slots=True)
-class StoreAclChange:
+class StoreAclChange(Waits["AclStoreFailure | None"]):
     """Commit one ACL change to the ACL store (CreateAcls, DeleteAcls): `removals` first,
     then `additions`, as one batch. Resumed with None once the change is durable in the store
     *and* in force on this instance (read-your-writes: the client's next request sees it), or

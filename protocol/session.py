@@ -29,11 +29,11 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 
 from aclgate.protocol.addresses import AnswerCache, BrokerArrayCache, BrokerDirectory
 from aclgate.protocol.codec import MalformedResponse
-from aclgate.protocol.effects import NO_RESUME, Effect, Notification, Wait
+from aclgate.protocol.effects import NO_RESUME, Effect, Notification, Wait, Waits
 from aclgate.protocol.framing import DEFAULT_MAX_FRAME, Frame, FrameSplitter, FrameTooLarge
 from aclgate.protocol.header import (
     MalformedRequest,
@@ -45,6 +45,7 @@ from aclgate.protocol.header import (
 _SIZE_CORR = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
 T = TypeVar("T")
+R = TypeVar("R")
 
 if TYPE_CHECKING:  # only for annotations: both import this module
     from aclgate.protocol.enforce.context import AuthContext
@@ -222,7 +223,7 @@ class ProxySession:
         self._splitter = FrameSplitter(config.max_frame)
         #: token -> what continues a request waiting for an effect, and whether it holds
         #: the requests behind it
-        self._waiting: dict[int, tuple[Callable[[Any], None], bool]] = {}
+        self._waiting: dict[int, tuple[Callable[[object], None], bool]] = {}
         self._tokens = itertools.count(1)
         self._fifo: deque[Slot] = deque()  # client order
         self._awaiting: deque[Slot] = deque()  # sent upstream, response not yet started
@@ -468,25 +469,27 @@ class ProxySession:
 
     # ------------------------------------------------------------- waiting for the IO layer
 
-    def wait(self, effect: Wait, then: Callable[[Any], None], hold: bool = True) -> None:
+    def wait(self, effect: Waits[R], then: Callable[[R], None], hold: bool = True) -> None:
         """Ask the IO layer for `effect`; `then(result)` continues once it resumes. With
         `hold`, the requests behind this one wait in the backlog meanwhile (their answers
         must not overtake this one's, nor their effects happen first)."""
         token = next(self._tokens)
-        self._waiting[token] = (then, hold)
+        # `resume` hands back what the IO layer made for this very effect: an R
+        self._waiting[token] = (cast("Callable[[object], None]", then), hold)
         if hold:
             self._stalls += 1
-        self.io.perform(token, effect)
+        # every Waits subclass is a member of the Wait union (tests/protocol/test_effects.py)
+        self.io.perform(token, cast(Wait, effect))
 
     def answer_later(
-        self, header: RequestHeader, effect: Wait, build: Callable[[Any], bytes]
+        self, header: RequestHeader, effect: Waits[R], build: Callable[[R], bytes]
     ) -> None:
         """Keep this request's place in the response order and go on with the next
         requests; once `effect` is resumed, `build(result)` makes the framed answer."""
         slot = Slot(header)
         self._fifo.append(slot)
 
-        def fill(result: Any) -> None:
+        def fill(result: R) -> None:
             response = build(result)
             self.observer.response(slot.api_key, len(response), True)
             self._fill(slot, response)
@@ -497,7 +500,7 @@ class ProxySession:
         """Tell the IO layer something; nothing is resumed."""
         self.io.perform(NO_RESUME, effect)
 
-    def resume(self, token: int, result: Any = None) -> None:
+    def resume(self, token: int, result: object = None) -> None:
         """The IO layer's answer to `perform(token, effect)`."""
         waiting = self._waiting.pop(token, None)
         if waiting is None:

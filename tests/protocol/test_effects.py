@@ -197,3 +197,15 @@ def test_wait_holds_later_requests_only_when_asked(hold: bool):
     session.client_data(struct.pack(">ihhih", 10, 32, 1, 7, -1))  # DescribeConfigs v1
     session.client_data(API_VERSIONS_V0)
     assert bool(io.upstream) is not hold
+
+
+def test_every_effect_that_is_resumed_is_in_the_wait_union():
+    """session.wait() hands any `Waits` to SessionIO.perform, typed as the `Wait` union."""
+    import typing
+
+    from aclgate.protocol import effects
+
+    # by name: dataclass(slots=True) replaces each class, and the first one lingers as a subclass
+    resumed = {cls.__name__ for cls in effects.Waits.__subclasses__()}
+    assert resumed == {cls.__name__ for cls in typing.get_args(effects.Wait)}
+    assert "StoreAclChange" in resumed
