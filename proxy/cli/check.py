@@ -6,11 +6,16 @@ Each input line is a JSON object:
 and gives one output line: the same object plus "decision" ("ALLOWED" or "DENIED"), "rule"
 (ACL, SUPER_USER, NO_ACL_DEFAULT or DEFAULT_DENY) and "acl" (the deciding ACL, or null).
 
-Use it to unit-test a policy in CI: decisions are data, so the exit status is 0 whatever they
-are; it is 2 when the ACL file or a query line is unusable (then nothing is printed).
+Without --expect, decisions are data: the exit status is 0 whatever they are. With --expect,
+each query also carries "expect" ("ALLOWED" or "DENIED") and optionally "expect_rule"; the
+output is a diff-style report of the queries decided otherwise, and the exit status is 1 if
+there is any (0 if none), so a CI step can gate on a policy. --junit-xml writes the same cases
+as JUnit XML. The exit status is 2 when the policy or a query line is unusable (then nothing
+is printed).
 
 examples:
   aclgate check --acl-file acls.json --queries queries.jsonl
+  aclgate check --acl-file acls.json --queries policy-tests.jsonl --expect --junit-xml report.xml
   printf '%s\\n' '{"principal":"User:bob","host":"10.0.0.1","operation":"READ","resource_type":"TOPIC","resource_name":"orders"}' \\
     | aclgate check --acl-file acls.json --queries -
 """
@@ -19,10 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, TextIO
 
-from aclgate.authz.aclfile import AclFileError
 from aclgate.authz.authorizer import Authorizer, Decision
 from aclgate.authz.model import (
     FILTER_ONLY_TYPES,
@@ -31,7 +36,8 @@ from aclgate.authz.model import (
     parse_enum,
     parse_principal,
 )
-from aclgate.proxy.aclstore import AclFileStore
+from aclgate.proxy.cli import aclsource
+from aclgate.proxy.cli.checkexpect import Case, junit_xml, parse_expectation, write_report
 
 QUERY_FIELDS = ("principal", "host", "operation", "resource_type", "resource_name")
 
@@ -41,7 +47,7 @@ class QueryError(ValueError):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--acl-file", required=True, metavar="ACLS.json", help="the policy")
+    aclsource.configure(parser)
     parser.add_argument(
         "--queries",
         required=True,
@@ -59,6 +65,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--allow-everyone-if-no-acl-found",
         action="store_true",
         help="allow when no ACL at all covers the resource (Kafka's allow.everyone.if.no.acl.found)",
+    )
+    parser.add_argument(
+        "--expect",
+        action="store_true",
+        help='every query carries "expect" (and optionally "expect_rule"); exit 1 on a difference',
+    )
+    parser.add_argument(
+        "--junit-xml",
+        metavar="FILE",
+        help="with --expect: also write the cases as JUnit XML to FILE",
     )
 
 
@@ -103,36 +119,66 @@ def render(query: dict[str, Any], decision: Decision) -> str:
     return json.dumps(out, ensure_ascii=False)
 
 
-def _read_queries(source: TextIO, name: str) -> list[tuple[dict[str, Any], tuple]]:
+Parsed = tuple[int, dict[str, Any], tuple]  # line number, query, authorize() arguments
+
+
+def _read_queries(source: TextIO, name: str, expect: bool) -> list[Parsed]:
     parsed = []
     for number, line in enumerate(source, start=1):
         if not line.strip():
             continue
         try:
-            parsed.append(parse_query(line))
-        except QueryError as exc:
+            query, call = parse_query(line)
+            if expect:
+                parse_expectation(query)
+        except (QueryError, ValueError) as exc:
             raise QueryError(f"{name}:{number}: {exc}") from None
+        parsed.append((number, query, call))
     return parsed
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.junit_xml and not args.expect:
+            raise QueryError("--junit-xml needs --expect")
         authorizer = Authorizer(
             super_users=args.super_user,
             allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
         )
-        authorizer.load(AclFileStore(args.acl_file).load())
+        authorizer.load(aclsource.load_acls(args))
         if args.queries == "-":
-            queries = _read_queries(sys.stdin, "<stdin>")
+            queries = _read_queries(sys.stdin, "<stdin>", args.expect)
         else:
             with open(args.queries, encoding="utf-8") as f:
-                queries = _read_queries(f, args.queries)
-    except (AclFileError, QueryError, ValueError, OSError) as exc:
+                queries = _read_queries(f, args.queries, args.expect)
+    except (aclsource.AclSourceError, QueryError, ValueError, OSError) as exc:
         message = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else str(exc)
         print(f"aclgate check: {message}", file=sys.stderr)
         return 2
+    if args.expect:
+        return _check(args, queries, authorizer)
     out = sys.stdout
-    for query, call in queries:
+    for _, query, call in queries:
         out.write(render(query, authorizer.authorize(*call)) + "\n")
     out.flush()
     return 0
+
+
+def _check(args: argparse.Namespace, queries: list[Parsed], authorizer: Authorizer) -> int:
+    """Decide every query, report the differences; 1 if there is any."""
+    source = "<stdin>" if args.queries == "-" else args.queries
+    cases = [
+        Case(source, number, query, parse_expectation(query), authorizer.authorize(*call))
+        for number, query, call in queries
+    ]
+    write_report(cases, sys.stdout)
+    sys.stdout.flush()
+    if args.junit_xml:
+        suite = os.path.basename(source)
+        try:
+            with open(args.junit_xml, "wb") as f:
+                f.write(junit_xml(cases, suite))
+        except OSError as exc:
+            print(f"aclgate check: {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 2
+    return 0 if all(c.passed for c in cases) else 1

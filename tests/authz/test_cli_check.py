@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -111,3 +112,95 @@ def test_unusable_acl_file(files, tmp_path):
     result = run("check", "--acl-file", str(corrupt), "--queries", str(queries))
     assert result.returncode == 2
     assert "corrupt.json: acls[0].resource_name: missing field" in result.stderr
+
+
+# --- --expect: policy tests that gate CI
+
+
+def expect_run(files, qs, *extra):
+    acl_file, queries = files
+    queries.write_text("\n".join(json.dumps(q) for q in qs) + "\n")
+    return run("check", "--acl-file", str(acl_file), "--queries", str(queries), "--expect", *extra)
+
+
+RIGHT = [
+    query("User:alice", "READ", "TOPIC", "orders-eu", expect="ALLOWED", expect_rule="ACL", id="a1"),
+    query("User:alice", "READ", "TOPIC", "orders-secret", expect="DENIED"),
+    query("User:bob", "WRITE", "TOPIC", "orders", expect="DENIED", expect_rule="DEFAULT_DENY"),
+]
+
+
+def test_expect_passes_on_right_expectations(files, tmp_path):
+    junit = tmp_path / "report.xml"
+    result = expect_run(files, RIGHT, "--junit-xml", str(junit))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == "OK: 3 queries, 3 as expected, 0 different\n"
+
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "0")
+    names = [tc.get("name") for tc in suite.iter("testcase")]
+    assert names[0] == "1: a1: User:alice READ TOPIC:orders-eu from 10.0.0.1"
+    assert not list(suite.iter("failure"))
+
+
+def test_expect_fails_on_a_wrong_verdict_or_rule_with_a_diff(files, tmp_path):
+    wrong = [
+        *RIGHT,
+        query("User:bob", "READ", "TOPIC", "orders-eu", expect="ALLOWED", id="bob reads"),
+        query(
+            "User:alice", "READ", "TOPIC", "orders-x", expect="ALLOWED", expect_rule="SUPER_USER"
+        ),
+    ]
+    junit = tmp_path / "report.xml"
+    result = expect_run(files, wrong, "--junit-xml", str(junit))
+    assert (result.returncode, result.stderr) == (1, "")
+    q = files[1]
+    assert result.stdout == (
+        "--- expected\n+++ actual\n"
+        f"@@ {q}:4 @@ bob reads: User:bob READ TOPIC:orders-eu from 10.0.0.1\n"
+        "-ALLOWED\n+DENIED by DEFAULT_DENY\n"
+        f"@@ {q}:5 @@ User:alice READ TOPIC:orders-x from 10.0.0.1\n"
+        "-ALLOWED by SUPER_USER\n"
+        "+ALLOWED by ACL StandardAcl(resourceType=TOPIC, resourceName=orders, "
+        "patternType=PREFIXED, principal=User:alice, host=*, operation=READ, "
+        "permissionType=ALLOW)\n"
+        "FAILED: 5 queries, 3 as expected, 2 different\n"
+    )
+
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("5", "2")
+    failures = [tc for tc in suite.iter("testcase") if tc.find("failure") is not None]
+    assert [tc.get("name").split(":")[0] for tc in failures] == ["4", "5"]
+    assert (
+        failures[0].find("failure").get("message") == "expected ALLOWED, got DENIED by DEFAULT_DENY"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({}, "field 'expect' missing"),
+        ({"expect": "allowed"}, "field 'expect' must be one of ALLOWED, DENIED"),
+        ({"expect": "DENIED", "expect_rule": "NOPE"}, "field 'expect_rule' must be one of"),
+    ],
+)
+def test_expect_needs_a_valid_expectation_on_every_line(files, extra, message):
+    result = expect_run(files, [RIGHT[0], query("User:a", "READ", "TOPIC", "t", **extra)])
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"aclgate check: {files[1]}:2: {message}")
+
+
+def test_junit_without_expect_and_kafka_store_without_bootstrap(files, tmp_path):
+    acl_file, queries = files
+    queries.write_text("")
+    result = run("check", "--acl-file", str(acl_file), "--queries", str(queries),
+                 "--junit-xml", str(tmp_path / "x.xml"))  # fmt: skip
+    assert (result.returncode, result.stderr) == (2, "aclgate check: --junit-xml needs --expect\n")
+    result = run("check", "--acl-store", "kafka", "--queries", str(queries), "--expect")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert "--acl-store kafka needs --acl-store-bootstrap" in result.stderr
+    result = run("check", "--queries", str(queries))
+    assert (result.returncode, result.stderr) == (
+        2,
+        "aclgate check: --acl-store file needs --acl-file\n",
+    )
