@@ -29,7 +29,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.serial._parse import get_reader
-from kio.serial.readers import read_unsigned_varint
+from kio.serial.readers import Reader, read_unsigned_varint
+from kio.static.protocol import Entity
 
 from aclgate.protocol.header import MalformedRequest
 from aclgate.protocol.lengths import read_length
@@ -63,8 +64,8 @@ class _Field:
     kind: str
     nullable: bool
     size: int = 0  # fixed: bytes per value
-    reader: Any = None  # other: kio's reader of one value
-    entity: type | None = None  # struct, or array of structs
+    reader: Reader[object] | None = None  # other: kio's reader of one value
+    entity: type[Entity] | None = None  # struct, or array of structs
     item: _Field | None = None  # array of primitives: its element
 
 
@@ -77,7 +78,7 @@ def _primitive(name: str, kafka_type: str, flexible: bool, nullable: bool) -> _F
 
 
 @functools.cache
-def _plan(cls: Any) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
+def _plan(cls: type[Entity]) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
     """(fields in wire order, tagged fields by tag) of an entity class."""
     flexible = cls.__flexible__
     fields: list[_Field] = []
@@ -116,12 +117,12 @@ def _is_union(tp: Any) -> bool:
     return typing.get_origin(tp) in (typing.Union, types.UnionType)
 
 
-def _args(tp: Any) -> tuple:
+def _args(tp: Any) -> tuple[Any, ...]:
     """The members of a union, or the type itself."""
     return typing.get_args(tp) if _is_union(tp) else (tp,)
 
 
-def check(cls: type, buf: bytes | memoryview, offset: int) -> None:
+def check(cls: type[Entity], buf: bytes | memoryview, offset: int) -> None:
     """MalformedRequest when an array of `cls` read at `offset` is null where the schema
     forbids it, or announces more entries than there are bytes left."""
     _entity(cls, buf, offset, len(buf))
@@ -131,7 +132,7 @@ def _past_end() -> MalformedRequest:
     return MalformedRequest("a field runs past the end of the frame")
 
 
-def _entity(cls: Any, buf, off: int, end: int) -> int:
+def _entity(cls: type[Entity], buf: bytes | memoryview, off: int, end: int) -> int:
     fields, tagged = _plan(cls)
     for field in fields:
         off = _field(field, cls.__flexible__, buf, off, end)
@@ -154,11 +155,12 @@ def _entity(cls: Any, buf, off: int, end: int) -> int:
     return off
 
 
-def _field(field: _Field, flexible: bool, buf, off: int, end: int) -> int:
+def _field(field: _Field, flexible: bool, buf: bytes | memoryview, off: int, end: int) -> int:
     kind = field.kind
     if kind == "fixed":
         return off + field.size
     if kind == "other":
+        assert field.reader is not None  # an "other" field always has its reader (_primitive)
         _value, n = field.reader(buf, off)
         return off + n
     if kind == "bytes":

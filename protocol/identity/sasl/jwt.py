@@ -184,7 +184,7 @@ def _numeric_date(claims: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def _claim_string(name: str, value: Any) -> str:
+def _claim_string(name: str, value: object) -> str:
     # ClaimValidationUtils.validateString
     if value is None:
         raise JwtValidationError(f"{name} value must be non-null")
@@ -192,10 +192,10 @@ def _claim_string(name: str, value: Any) -> str:
         raise JwtValidationError(f"Could not extract the '{name}' claim from the access token")
     if not value:
         raise JwtValidationError(f"{name} value must be non-empty")
-    value = value.strip()
-    if not value:
+    text = value.strip()
+    if not text:
         raise JwtValidationError(f"{name} value must not contain only whitespace")
-    return value
+    return text
 
 
 class JwtValidator:
