@@ -17,10 +17,11 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial.readers import compact_array_reader, legacy_array_reader
+from kio.serial.readers import compact_array_reader, legacy_array_reader, read_unsigned_varint
 from kio.serial.writers import compact_array_writer, legacy_array_writer
 from kio.static.primitive import i32
 
+from aclgate.protocol.answerwalk import SCHEMAS, AnswerWalk, tail_offset
 from aclgate.protocol.codec import (
     DECODE_ERRORS,
     MalformedResponse,
@@ -216,21 +217,183 @@ def rewrite_describe_cluster(
     return encode_response(_correlation_id(frame), dataclasses.replace(body, brokers=brokers))
 
 
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+Bytes = bytes | bytearray | memoryview
+TaggedField = tuple[int, Bytes]
+
+
+def tagged_entries(section: Bytes) -> list[TaggedField]:
+    """(tag, data) of each field of a tagged-fields section that fills `section` exactly."""
+    view = memoryview(section).toreadonly()
+    try:
+        count, pos = read_unsigned_varint(view, 0)
+        entries: list[TaggedField] = []
+        for _ in range(count):
+            tag, used = read_unsigned_varint(view, pos)
+            size, used2 = read_unsigned_varint(view, pos + used)
+            pos += used + used2
+            entries.append((tag, view[pos : pos + size]))
+            pos += size
+    except DECODE_ERRORS as exc:
+        raise MalformedResponse(f"bad top-level tagged fields: {exc!r}") from exc
+    if pos != len(view):
+        raise MalformedResponse("top-level tagged fields do not end with the answer")
+    return entries
+
+
+def tagged_section(entries: list[TaggedField]) -> bytes:
+    parts: list[Bytes] = [_uvarint_bytes(len(entries))]
+    for tag, data in entries:
+        parts += (_uvarint_bytes(tag), _uvarint_bytes(len(data)), data)
+    return b"".join(parts)
+
+
+#: the tag of the filler field that keeps a streamed answer's length (unused by the schemas
+#: of Produce v10-13 and Fetch v16-18, whose readers skip unknown tags)
+PAD_TAG = 127
+
+
+def padded_section(entries: list[TaggedField], length: int) -> bytes | None:
+    """A section of exactly `length` bytes holding `entries`, plus a filler field if needed;
+    None if they cannot fit."""
+    plain = tagged_section(entries)
+    if len(plain) == length:
+        return plain
+    for filler in range(max(length - len(plain) - 2, 0) + 1):
+        out = tagged_section([*entries, (PAD_TAG, bytes(filler))])
+        if len(out) == length:
+            return out
+        if len(out) > length:
+            break
+    return None
+
+
+_ENDPOINT_ARRAYS: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+
+def _endpoint_array(api_key: int, api_version: int) -> tuple[Any, Any]:
+    codec = _ENDPOINT_ARRAYS.get((api_key, api_version))
+    if codec is None:
+        cls = response_module(api_key, api_version).NodeEndpoint
+        codec = (
+            compact_array_reader(entity_reader(cls)),
+            compact_array_writer(entity_writer(cls)),
+        )
+        _ENDPOINT_ARRAYS[api_key, api_version] = codec
+    return codec
+
+
+def advertised_endpoints(
+    data: Bytes, api_key: int, api_version: int, directory: BrokerDirectory
+) -> tuple:
+    read, _write = _endpoint_array(api_key, api_version)
+    try:
+        endpoints, used = read(data, 0)
+    except DECODE_ERRORS as exc:
+        raise MalformedResponse(f"cannot read KIP-951 node endpoints: {exc!r}") from exc
+    if endpoints is None or used != len(data):
+        raise MalformedResponse("malformed KIP-951 node endpoints")
+    return advertised_brokers(endpoints, directory)
+
+
+def encode_endpoints(endpoints: tuple, api_key: int, api_version: int) -> bytes:
+    out = io.BytesIO()
+    _endpoint_array(api_key, api_version)[1](out, endpoints)
+    return out.getvalue()
+
+
+def rewrite_tagged_fields(
+    section: Bytes,
+    api_key: int,
+    api_version: int,
+    directory: BrokerDirectory,
+    keep_length: bool,
+) -> Bytes:
+    """The top-level tagged fields with node endpoints (tag 0) advertising the proxy.
+
+    With `keep_length` (the answer's size has already been relayed) the result is exactly as
+    long as `section`: shorter is filled with an unknown tag clients skip (`PAD_TAG`); longer
+    drops endpoints from the end until it fits (a client then refreshes its metadata, as it
+    does with a broker older than KIP-951). No real address is ever relayed.
+    """
+    if len(section) == 1 and section[0] == 0:  # no tagged field: the common case
+        return section
+    entries = tagged_entries(section)
+    if not any(tag == 0 for tag, _ in entries):
+        return section
+    out: list[TaggedField] = []
+    endpoints: tuple = ()
+    for tag, data in entries:
+        if tag == 0:
+            endpoints = advertised_endpoints(data, api_key, api_version, directory)
+            out.append((0, encode_endpoints(endpoints, api_key, api_version)))
+        else:
+            out.append((tag, data))
+    if not keep_length:
+        return tagged_section(out)
+    at = next(i for i, (tag, _) in enumerate(out) if tag == 0)
+    for keep in range(len(endpoints), -1, -1):
+        out[at] = (0, encode_endpoints(endpoints[:keep], api_key, api_version))
+        fitted = padded_section(out, len(section))
+        if fitted is not None:
+            return fitted
+    fitted = padded_section(out[:at] + out[at + 1 :], len(section))
+    if fitted is None:  # other tags alone cannot be longer than the section they came from
+        raise MalformedResponse("cannot fit KIP-951 node endpoints in the answer's length")
+    return fitted
+
+
 def rewrite_node_endpoints(
     frame: bytes | memoryview, api_key: int, api_version: int, directory: BrokerDirectory
 ) -> bytes | memoryview:
-    """KIP-951: Produce v10+ and Fetch v16+ responses may carry new leaders' endpoints.
+    """KIP-951: Produce v10+ and Fetch v16+ answers may carry new leaders' endpoints in their
+    top-level tagged fields, found by offsets (protocol.answerwalk) without decoding records.
 
     They are empty unless a partition failed with NOT_LEADER_OR_FOLLOWER or
     FENCED_LEADER_EPOCH, so the common case returns the frame untouched.
     """
-    body = decode_response(frame, api_key, api_version)
-    if not body.node_endpoints:
+    start = tail_offset(SCHEMAS[api_key, api_version], frame)
+    if start == len(frame) - 1 and frame[start] == 0:  # no tagged field: the common case
         return frame
-    endpoints = advertised_brokers(body.node_endpoints, directory)
-    return encode_response(
-        _correlation_id(frame), dataclasses.replace(body, node_endpoints=endpoints)
-    )
+    section = memoryview(frame)[start:]
+    new = rewrite_tagged_fields(section, api_key, api_version, directory, keep_length=False)
+    if new is section:
+        return frame
+    payload = b"".join((memoryview(frame)[4:start], new))
+    return _SIZE.pack(len(payload)) + payload
+
+
+class EndpointStream:
+    """Relays a Produce/Fetch answer as it streams in, holding only its top-level tagged
+    fields, which are rewritten in place (same length) if they carry node endpoints."""
+
+    __slots__ = ("_api_key", "_api_version", "_directory", "_walk")
+
+    def __init__(self, api_key: int, api_version: int, length: int, directory: BrokerDirectory):
+        self._walk = AnswerWalk(SCHEMAS[api_key, api_version], length)
+        self._api_key = api_key
+        self._api_version = api_version
+        self._directory = directory
+
+    def feed(self, piece: memoryview) -> memoryview:
+        """The part of `piece` that may be relayed now."""
+        before = self._walk.feed(piece)
+        return piece if before == len(piece) else piece[:before]
+
+    def finish(self) -> bytes | memoryview:
+        """The held tagged fields, rewritten if needed."""
+        out = rewrite_tagged_fields(
+            bytes(self._walk.finish()), self._api_key, self._api_version, self._directory, True
+        )
+        return out if not isinstance(out, bytearray) else bytes(out)
 
 
 def _correlation_id(frame: bytes | memoryview) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from kio.serial.readers import read_unsigned_varint
 
 from aclgate.protocol.addresses import (
+    EndpointStream,
     rewrite_describe_cluster,
     rewrite_find_coordinator,
     rewrite_metadata,
@@ -35,9 +36,6 @@ BLOCKED: dict[int, str] = {
         k: "inter-broker / controller API: clients never send it"
         for k in (27, 52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73, 82, 83, 84, 85, 86, 87)
     },
-    29: "ACL admin is served by aclgate itself, never forwarded (it would act with the proxy's identity)",
-    30: "ACL admin is served by aclgate itself, never forwarded (it would act with the proxy's identity)",
-    31: "ACL admin is served by aclgate itself, never forwarded (it would act with the proxy's identity)",
     38: "delegation tokens would be issued to the proxy's upstream identity, not the client's",
     39: "delegation tokens would be issued to the proxy's upstream identity, not the client's",
     40: "delegation tokens would be issued to the proxy's upstream identity, not the client's",
@@ -105,8 +103,18 @@ def _describe_cluster(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
     return rewrite_describe_cluster(frame, slot.api_version, session.config.brokers)
 
 
-def _node_endpoints(session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
-    return rewrite_node_endpoints(frame, slot.api_key, slot.api_version, session.config.brokers)
+class _NodeEndpoints:
+    """KIP-951 endpoints: found by offsets in a whole answer, or relayed as the answer
+    streams in with only its top-level tagged fields kept back (protocol.answerwalk)."""
+
+    def __call__(self, session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
+        return rewrite_node_endpoints(frame, slot.api_key, slot.api_version, session.config.brokers)
+
+    def stream(self, session: ProxySession, slot: Slot, length: int) -> EndpointStream:
+        return EndpointStream(slot.api_key, slot.api_version, length, session.config.brokers)
+
+
+_node_endpoints = _NodeEndpoints()
 
 
 def address_rewriter(api_key: int, api_version: int) -> ResponseRewriter | None:

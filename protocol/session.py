@@ -55,6 +55,28 @@ _OUTPUT_BATCH = 16
 
 #: rewrites a complete framed response; returns the framed bytes to send to the client
 ResponseRewriter = Callable[["ProxySession", "Slot", Frame], bytes | memoryview]
+
+
+class ResponseStream(Protocol):
+    """Relays one answer as it streams in while keeping back the part it may rewrite."""
+
+    def feed(self, piece: memoryview) -> memoryview:
+        """The part of `piece` that may be relayed now (the rest is kept)."""
+
+    def finish(self) -> bytes | memoryview:
+        """What was kept, rewritten if needed, once the whole answer has been fed."""
+
+
+class StreamedRewrite(Protocol):
+    """A rewrite of a whole answer that can also run on an answer streamed through: the
+    answer's size is relayed first, so `stream` must keep the length (KIP-951 endpoints)."""
+
+    def __call__(self, session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview: ...
+
+    def stream(self, session: ProxySession, slot: Slot, length: int) -> ResponseStream:
+        """A stream for the `length` bytes after the answer's size and correlation id."""
+
+
 #: handles one request frame on behalf of the session
 RequestHandler = Callable[["ProxySession", RequestHeader, Frame], None]
 
@@ -238,6 +260,7 @@ class ProxySession:
         # response stream state
         self._head = bytearray()
         self._stream_left = 0  # bytes of a streamed response still to relay
+        self._stream: ResponseStream | None = None  # the streamed response's rewrite, if any
         self._buffer_left = 0  # bytes of a buffered response still to collect
         self._rbuf = bytearray()
         self._rslot: Slot | None = None
@@ -600,7 +623,11 @@ class ProxySession:
             while pos < end and not self.closed:
                 if self._stream_left:
                     take = min(self._stream_left, end - pos)
-                    self._to_client.append(view[pos : pos + take])
+                    piece = view[pos : pos + take]
+                    if self._stream is not None:
+                        piece = self._stream.feed(piece)
+                    if piece:
+                        self._to_client.append(piece)
                     pos += take
                     self._stream_left -= take
                     if not self._stream_left:
@@ -657,13 +684,19 @@ class ProxySession:
             return end
         left = size - 4
         self._rslot = slot
-        if slot.rewrite is None and self._fifo[0] is slot:
+        whole = view is not None and pos + 8 + left <= end
+        rewrite = slot.rewrite
+        if self._fifo[0] is slot and (
+            rewrite is None or (not whole and getattr(rewrite, "stream", None) is not None)
+        ):
+            if rewrite is not None:  # relayed as it comes, its end rewritten in place
+                self._stream = cast("StreamedRewrite", rewrite).stream(self, slot, left)
             self._to_client.append(head)
             self._stream_left = left
             if not left:
                 self._end_streamed()
             return pos + 8
-        if view is not None and pos + 8 + left <= end:
+        if view is not None and whole:
             self._end_buffered(view[pos : pos + 8 + left])
             return pos + 8 + left
         self._rbuf = bytearray(head)
@@ -677,6 +710,9 @@ class ProxySession:
         slot = self._rslot
         assert slot is not None  # set by _start_response for the response being relayed
         self._rslot = None
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            self._to_client.append(stream.finish())
         self._fifo.popleft()
         self.observer.response(slot.api_key, -1, False)
         self._collect()

@@ -1,0 +1,210 @@
+"""Find the top-level tagged fields of Produce v10+ and Fetch v16+ answers by offsets.
+
+KIP-951 puts new leaders' endpoints (`node_endpoints`, tag 0) in the answer's top-level
+tagged fields, the very last bytes of the frame. To find them the answer's structure is
+walked with offsets only: fixed fields are skipped by their size, strings and record sets by
+their length, arrays by their count; nothing is decoded and no record is read. The walk is
+resumable, so a 50 MB fetch answer can be relayed as it streams in: every byte before the
+tagged fields is passed on at once, only the tagged fields (a byte or two when there are no
+endpoints) are held until the end (docs/design.md, "Hot path").
+
+The structures are data (`SCHEMAS`): tuples of ops run by one small interpreter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from kio.serial.readers import read_unsigned_varint
+
+from aclgate.protocol.codec import DECODE_ERRORS, MalformedResponse
+
+#: skip a fixed number of bytes
+SKIP = "skip"
+#: a compact string, nullable string, bytes or record set: uvarint (length + 1), then bytes
+BLOB = "blob"
+#: a tagged-fields section: uvarint count, then (uvarint tag, uvarint size, bytes) each
+TAGS = "tags"
+#: a compact (nullable) array: uvarint (count + 1), then the body ops once per element
+ARRAY = "array"
+
+#: (SKIP, n) | (BLOB,) | (TAGS,) | (ARRAY, ops)
+Op = tuple[Any, ...]
+
+
+def _fetch(topic_key: Op) -> tuple[Op, ...]:
+    partition = (
+        (SKIP, 30),  # index, error, high watermark, last stable offset, log start offset
+        (ARRAY, ((SKIP, 16), (TAGS,))),  # aborted transactions (nullable)
+        (SKIP, 4),  # preferred read replica
+        (BLOB,),  # records (nullable): skipped by their length, never read
+        (TAGS,),  # diverging epoch, current leader, snapshot id
+    )
+    return (
+        (TAGS,),  # response header
+        (SKIP, 10),  # throttle, error code, session id
+        (ARRAY, (topic_key, (ARRAY, partition), (TAGS,))),
+    )
+
+
+def _produce(topic_key: Op) -> tuple[Op, ...]:
+    partition = (
+        (SKIP, 30),  # index, error, base offset, log append time, log start offset
+        (ARRAY, ((SKIP, 4), (BLOB,), (TAGS,))),  # record errors
+        (BLOB,),  # error message (nullable)
+        (TAGS,),  # current leader
+    )
+    return (
+        (TAGS,),  # response header
+        (ARRAY, (topic_key, (ARRAY, partition), (TAGS,))),
+        (SKIP, 4),  # throttle
+    )
+
+
+_UUID: Op = (SKIP, 16)
+_NAME: Op = (BLOB,)
+#: (api_key, api_version) -> the answer's structure after its size and correlation id, up to
+#: its top-level tagged fields
+SCHEMAS: dict[tuple[int, int], tuple[Op, ...]] = {
+    **{(1, v): _fetch(_UUID) for v in range(16, 19)},
+    **{(0, v): _produce(_NAME) for v in range(10, 13)},
+    (0, 13): _produce(_UUID),
+}
+
+#: what the walk asks for: 1 = the next byte (sent back as an int), -n = skip n bytes,
+#: 0 = the top-level tagged fields start here
+Walk = Generator[int, int, None]
+
+
+def _uvarint() -> Generator[int, int, int]:
+    value = shift = 0
+    while True:
+        byte = yield 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value
+        shift += 7
+        if shift > 28:
+            raise MalformedResponse("a varint longer than 5 bytes")
+
+
+def _run(ops: tuple[Op, ...]) -> Generator[int, int, None]:
+    for op in ops:
+        kind = op[0]
+        if kind is SKIP:
+            yield -op[1]
+        elif kind is BLOB:
+            n = (yield from _uvarint()) - 1
+            if n > 0:
+                yield -n
+        elif kind is TAGS:
+            for _ in range((yield from _uvarint())):
+                yield from _uvarint()
+                size = yield from _uvarint()
+                if size:
+                    yield -size
+        else:  # ARRAY
+            body = op[1]
+            for _ in range((yield from _uvarint()) - 1):
+                yield from _run(body)
+
+
+def walk(ops: tuple[Op, ...]) -> Walk:
+    yield from _run(ops)
+    yield 0
+
+
+class AnswerWalk:
+    """A resumable walk over one answer's bytes after its 8-byte head (size, correlation id).
+
+    `feed` each piece in order; it returns how many leading bytes of the piece lie before the
+    top-level tagged fields (they may be relayed now). The tagged fields are kept in `tail`.
+    """
+
+    __slots__ = ("_left", "_steps", "_want", "tail")
+
+    def __init__(self, ops: tuple[Op, ...], length: int):
+        self._steps = walk(ops)
+        self._want = next(self._steps)
+        #: bytes of the answer not fed yet
+        self._left = length
+        self.tail: bytearray | None = None
+
+    def feed(self, piece: memoryview | bytes) -> int:
+        n = len(piece)
+        self._left -= n
+        if self._left < 0:
+            raise MalformedResponse("more bytes fed than the answer holds")
+        if self.tail is not None:
+            self.tail += piece
+            return 0
+        pos, want, steps = 0, self._want, self._steps
+        while pos < n:
+            if want < 0:
+                take = min(-want, n - pos)
+                pos += take
+                want += take
+                if want:
+                    break
+                want = steps.send(0)
+            elif want:
+                want = steps.send(piece[pos])
+                pos += 1
+            else:
+                self.tail = bytearray(piece[pos:])
+                self._want = 0
+                return pos
+        self._want = want
+        if want == 0 and self.tail is None:
+            self.tail = bytearray()
+        return n
+
+    def finish(self) -> bytearray:
+        """The top-level tagged fields, once every byte has been fed."""
+        if self._left or self.tail is None:
+            raise MalformedResponse(
+                "the answer ends inside its structure" if not self._left else "answer incomplete"
+            )
+        return self.tail
+
+
+def _skip(ops: tuple[Op, ...], buf: bytes | memoryview, pos: int) -> int:
+    """The same walk over bytes that are all here: plain offsets, no generator."""
+    for op in ops:
+        kind = op[0]
+        if kind is SKIP:
+            pos += op[1]
+            continue
+        b = buf[pos]
+        if b < 0x80:
+            value, pos = b, pos + 1
+        else:
+            value, used = read_unsigned_varint(buf, pos)
+            pos += used
+        if kind is BLOB:
+            if value > 1:
+                pos += value - 1
+        elif kind is TAGS:
+            for _ in range(value):
+                _tag, used = read_unsigned_varint(buf, pos)
+                size, used2 = read_unsigned_varint(buf, pos + used)
+                pos += used + used2 + size
+        else:  # ARRAY
+            body = op[1]
+            for _ in range(value - 1):
+                pos = _skip(body, buf, pos)
+        if pos > len(buf):
+            raise IndexError("past the end")
+    return pos
+
+
+def tail_offset(ops: tuple[Op, ...], frame: bytes | memoryview) -> int:
+    """Where the top-level tagged fields of a whole framed answer start."""
+    try:
+        pos = _skip(ops, frame, 8)
+    except DECODE_ERRORS as exc:
+        raise MalformedResponse(f"the answer ends inside its structure: {exc!r}") from exc
+    if pos >= len(frame):
+        raise MalformedResponse("the answer ends inside its structure")
+    return pos
