@@ -36,9 +36,6 @@ BLOCKED: dict[int, str] = {
         k: "inter-broker / controller API: clients never send it"
         for k in (27, 52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73, 82, 83, 84, 85, 86, 87)
     },
-    29: "ACL admin is served by aclgate itself, never forwarded (it would act with the proxy's identity)",
-    30: "ACL admin is served by aclgate itself, never forwarded (it would act with the proxy's identity)",
-    31: "ACL admin is served by aclgate itself, never forwarded (it would act with the proxy's identity)",
     38: "delegation tokens would be issued to the proxy's upstream identity, not the client's",
     39: "delegation tokens would be issued to the proxy's upstream identity, not the client's",
     40: "delegation tokens would be issued to the proxy's upstream identity, not the client's",

@@ -5,15 +5,22 @@ ordered, compacted log of ACL records in a Kafka topic shared by a fleet, KIP-80
 The server owns one backend; it loads the policy into the Authorizer, commits the changes the
 Admin API asks for (protocol/effects.py `StoreAclChange`), and reports its state to /readyz and
 /metrics.
+`proxy/aclstores.py` opens the backend the configuration names (a module of its own: each
+backend imports this contract, so the factory cannot live here without an import cycle).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from aclgate.authz.model import AclBinding
+
+#: the backends `--acl-store` chooses from
+BACKENDS = ("file", "kafka")
 
 
 class AclStoreError(Exception):
@@ -52,3 +59,13 @@ class AclBackend(Protocol):
     def status(self) -> AclStoreStatus: ...
 
     async def stop(self) -> None: ...
+
+
+def acl_fingerprint(bindings: Iterable[AclBinding]) -> str:
+    """sha256 of the canonical form of an ACL set: each binding as compact JSON with sorted
+    keys, the lines sorted and joined by newlines. Independent of order, duplicates and of
+    the backend, so two instances holding the same policy report the same fingerprint."""
+    lines = sorted(
+        {json.dumps(b.to_dict(), sort_keys=True, separators=(",", ":")) for b in bindings}
+    )
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -113,6 +114,9 @@ class AclFileWatcher:
         self._digest: bytes | None = None
         self._racy = True
         self._task: asyncio.Task[None] | None = None
+        #: one reload at a time: the poller's worker thread and a writer's reload after its
+        #: change (proxy/aclfilebackend.py) must not publish an older read after a newer one
+        self._reload_lock = threading.Lock()
 
     def reload_once(self, *, strict: bool = False) -> bool:
         """Check the file once; True when a new policy was loaded.
@@ -121,7 +125,8 @@ class AclFileWatcher:
         AclFileError is raised instead of being logged.
         """
         try:
-            return self._reload()
+            with self._reload_lock:
+                return self._reload()
         except AclFileError as exc:
             if strict:
                 raise

@@ -1,4 +1,5 @@
-"""The audit log: one JSON object per decision line (docs/audit.md, schema 1).
+"""The audit log: one JSON object per decision line (docs/audit.md, schema 1), and one
+`acl_change` event per change of the ACL store made through the ACL Admin API.
 
 Denied decisions are written one line each as they happen; allowed decisions are aggregated
 per window (same principal, host, client id, API, operation, resource and rule) into one line
@@ -22,10 +23,12 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from aclgate.authz.decision import Decision
+from aclgate.authz.model import AclBinding
 
 log = logging.getLogger("aclgate.audit")
 SCHEMA_VERSION = 1
@@ -105,6 +108,42 @@ class AuditLog:
         else:
             entry[1] = now
             entry[2] += 1
+
+    def record_acl_change(
+        self,
+        listener: str,
+        principal: str,
+        host: str,
+        client_id: str | None,
+        api: str,
+        api_key: int,
+        store: str,
+        added: Sequence[AclBinding],
+        removed: Sequence[AclBinding],
+        error: str | None,
+    ) -> None:
+        """One `acl_change` event (docs/audit.md): a change the ACL Admin API asked for,
+        committed (error null) or not. Written and handed to the OS at once, never aggregated."""
+        self._write(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "event": "acl_change",
+                "ts": iso(self.clock()),
+                "proxy": self.proxy_name,
+                "listener": listener,
+                "principal": principal,
+                "host": host,
+                "client_id": client_id,
+                "api": api,
+                "api_key": api_key,
+                "store": store,
+                "result": "COMMITTED" if error is None else "FAILED",
+                "error": error,
+                "added": [b.to_dict() for b in added],
+                "removed": [b.to_dict() for b in removed],
+            }
+        )
+        self._file.flush()
 
     def tick(self) -> None:
         """Write the aggregated lines of a finished window (called periodically)."""

@@ -19,6 +19,7 @@ from aclgate.protocol.effects import (
     LookUpTopicIds,
     RunBlocking,
     Sleep,
+    StoreAclChange,
 )
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.identity import saslgate
@@ -279,6 +280,11 @@ class ClientConnection(asyncio.Protocol):
                 asyncio.get_running_loop().call_later(seconds, session.resume, token, None)
             case AwaitSignal(subscribe=subscribe):
                 subscribe(lambda: session.resume(token))
+            case StoreAclChange():
+                # durable in the ACL store and in force here before the client is answered
+                server.change_acls(
+                    effect, session.context, functools.partial(session.resume, token)
+                )
             case Authenticated(principal=principal):
                 # the upstream connection opens with the first request that needs it
                 log.debug("client %s authenticated as %s", self.peer, log_safe(principal))

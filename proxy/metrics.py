@@ -102,10 +102,18 @@ class StateCollector(Collector):
     """Policy and audit state, read at scrape time from the objects that own it (nothing to
     keep in step): is a policy in force, which version, did the last ACL file load fail."""
 
-    def __init__(self, authorizer: Any, watcher: Callable[[], Any], audit: Callable[[], Any]):
+    def __init__(
+        self,
+        authorizer: Any,
+        watcher: Callable[[], Any],
+        audit: Callable[[], Any],
+        acl_store: Callable[[], Any] = lambda: None,
+    ):
         self.authorizer = authorizer
         self.watcher = watcher
         self.audit = audit
+        #: the ACL store's AclStoreStatus (proxy/aclbackend.py), or None without a store
+        self.acl_store = acl_store
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         a = self.authorizer
@@ -138,6 +146,9 @@ class StateCollector(Collector):
                 "Unix time of the last successful ACL file load",
                 watcher.last_loaded_at or 0,
             )
+        status = self.acl_store()
+        if status is not None:
+            yield from _acl_store_metrics(status)
         audit = self.audit()
         if audit is not None:
             yield CounterMetricFamily(
@@ -148,6 +159,39 @@ class StateCollector(Collector):
                 "Denials over the per-second limit, written as aggregated lines instead",
                 audit.denied_aggregated,
             )
+
+
+def _acl_store_metrics(status: Any) -> Iterator[GaugeMetricFamily]:
+    """The ACL store's state (AclStoreStatus), for /metrics."""
+    info = GaugeMetricFamily(
+        "aclgate_acl_store_info",
+        "The ACL store in force: its backend and the fingerprint of the policy it holds "
+        "(equal on two instances holding the same policy)",
+        labels=["backend", "fingerprint"],
+    )
+    info.add_metric([status.backend, status.fingerprint], 1)
+    yield info
+    yield GaugeMetricFamily(
+        "aclgate_acl_store_loaded",
+        "1 once the store's policy is loaded (kafka: replayed to the high-water mark seen at start)",
+        status.loaded,
+    )
+    yield GaugeMetricFamily(
+        "aclgate_acl_store_degraded",
+        "1 while the store cannot be read or applied (the last good policy stays in force)",
+        status.error is not None,
+    )
+    if status.applied_offset is not None:
+        yield GaugeMetricFamily(
+            "aclgate_acl_store_applied_offset",
+            "Offset of the last ACL record applied (kafka store)",
+            status.applied_offset,
+        )
+    yield GaugeMetricFamily(
+        "aclgate_acl_store_stale_seconds",
+        "Seconds since the store was last known to be in step with its source (0: in step)",
+        status.seconds_stale or 0,
+    )
 
 
 class JwksMetrics:
@@ -215,6 +259,20 @@ class ProxyMetrics:
             registry=r,
         )
 
+        self.acl_changes = Counter(
+            "aclgate_acl_store_changes",
+            "ACL changes asked through the ACL Admin API (CreateAcls, DeleteAcls), by result "
+            "(committed, failed)",
+            ["result"],
+            registry=r,
+        )
+        self.acl_changed = Counter(
+            "aclgate_acl_store_acls_changed",
+            "ACLs in committed changes of the ACL Admin API, by kind (added, removed); an added "
+            "ACL that was already present counts too",
+            ["kind"],
+            registry=r,
+        )
         self.upstream_reauthentications = Counter(
             "aclgate_upstream_reauthentications",
             "KIP-368 renewals of the proxy's own SASL login on upstream connections",

@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -16,13 +16,16 @@ from kio.serial import entity_reader
 from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import ResourceType
 from aclgate.protocol.apiversions import unsupported_version_response
-from aclgate.protocol.enforce.context import Policy
+from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
+from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.cursor import KEY_SIZE, CursorSeal
-from aclgate.protocol.enforce.table import advertised_versions, handlers
+from aclgate.protocol.enforce.table import advertised_versions, handlers, local_versions
 from aclgate.protocol.identity.saslgate import SaslListenerConfig
 from aclgate.protocol.session import RequestHandler, SessionConfig
 from aclgate.protocol.versions import KIO_RANGES, api_name, request_class, response_class
-from aclgate.proxy.aclstore import AclFileWatcher
+from aclgate.proxy.aclbackend import AclBackend, AclStoreError
+from aclgate.proxy.aclstore import AclFileError, AclFileWatcher
+from aclgate.proxy.aclstores import open_acl_backend
 from aclgate.proxy.audit import AuditLog
 from aclgate.proxy.config import ProxyConfig
 from aclgate.proxy.connection import ClientConnection
@@ -42,10 +45,14 @@ log = logging.getLogger("aclgate")
 BOOTSTRAP = "bootstrap"
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
+def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A bound, listening, non-blocking socket; `reuse_port`: shared with the other workers
+    (SO_REUSEPORT, proxy/workers.py), the kernel spreading connections over them."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(1024)
     sock.setblocking(False)
@@ -102,11 +109,17 @@ class ProxyServer:
             # InitProducerId without a transactional id asks WRITE on any topic (KIP-679)
             prebuild_by_resource_type=(ResourceType.TOPIC,),
         )
-        self.watcher = AclFileWatcher(config.acl_file, self.authorizer) if config.acl_file else None
+        #: where the ACLs live (proxy/aclbackend.py); None: no ACL store, an empty policy
+        self.acl_backend: AclBackend | None = open_acl_backend(config, self.authorizer)
         self.audit: AuditLog | None = None
         self.recorder = DecisionRecorder(self.metrics.hot.decisions, None)
         self.metrics.registry.register(
-            StateCollector(self.authorizer, lambda: self.watcher, lambda: self.audit)
+            StateCollector(
+                self.authorizer,
+                lambda: self.watcher,
+                lambda: self.audit,
+                lambda: self.acl_backend.status() if self.acl_backend is not None else None,
+            )
         )
         self.policy = Policy(
             authorizer=self.authorizer,
@@ -114,15 +127,18 @@ class ProxyServer:
             sink=self.recorder,
             # one key per process: a sealed cursor opens on every listener, not after a restart
             cursors=CursorSeal(os.urandom(KEY_SIZE)),
+            acl_admin=self.acl_backend is not None,
         )
         allowed = advertised_versions(config.api_version_cap)
+        #: what the proxy answers itself (the ACL Admin API): advertised whatever the cluster serves
+        local = local_versions(config.api_version_cap)
         #: what the proxy itself can serve; `allowed` is narrowed to the cluster's ranges
         self._own_versions = dict(allowed)
         #: the version maps the sessions read, narrowed in place, each with what the proxy
         #: adds to the cluster's ranges
         self._narrowed_maps: list[
             tuple[dict[int, tuple[int, int]], Mapping[int, tuple[int, int]]]
-        ] = [(allowed, {})]
+        ] = [(allowed, local)]
         self.directory = NodeDirectory(
             bind_host=config.listen[0],
             client_host=config.client_host,
@@ -130,6 +146,7 @@ class ProxyServer:
             port_range=config.broker_ports,
             open_listener=self._open_broker_listener,
             reserved={config.listen[1]},
+            reuse_port=config.workers > 1,
         )
         self.session_config = SessionConfig(
             handlers=handlers(),
@@ -137,24 +154,33 @@ class ProxyServer:
             directory=self.directory,
             max_frame=config.max_frame_bytes,
             max_in_flight=config.max_in_flight,
+            own_api_versions=local,
             unsupported_api_versions=lambda corr: unsupported_version_response(
                 corr, allowed[18][1]
             ),
         )
         self.sasl_config: SaslListenerConfig | None = None
         if self.security.sasl:
-            self._configure_sasl(allowed)
+            self._configure_sasl(allowed, local)
 
-    def _configure_sasl(self, allowed: dict[int, tuple[int, int]]) -> None:
+    @property
+    def watcher(self) -> AclFileWatcher | None:
+        """The ACL file watcher of the `file` store (None with another store or none)."""
+        return getattr(self.acl_backend, "watcher", None)
+
+    def _configure_sasl(
+        self, allowed: dict[int, tuple[int, int]], local: dict[int, tuple[int, int]]
+    ) -> None:
         """SASL listeners: the pre-authentication gate, then the full table plus re-auth."""
         from aclgate.protocol.identity import saslgate
 
         after: dict[int, RequestHandler] = dict(handlers())
         after[saslgate.SASL_HANDSHAKE] = saslgate._handshake
         after[saslgate.SASL_AUTHENTICATE] = saslgate._authenticate
-        self.session_config.own_api_versions = saslgate.SASL_VERSIONS
-        versions_after = {**allowed, **saslgate.SASL_VERSIONS}
-        self._narrowed_maps.append((versions_after, saslgate.SASL_VERSIONS))
+        own = {**local, **saslgate.SASL_VERSIONS}
+        self.session_config.own_api_versions = own
+        versions_after = {**allowed, **own}
+        self._narrowed_maps.append((versions_after, own))
         self.sasl_config = saslgate.SaslListenerConfig(
             mechanisms=self.security.sasl_mechanisms,
             new_server=self.security.new_sasl_server,
@@ -193,7 +219,7 @@ class ProxyServer:
         upstream = self.control.api_ranges
         out = {}
         for key, (lo, hi) in allowed.items():
-            if upstream:
+            if upstream and key not in (self.session_config.own_api_versions or {}):
                 if key not in upstream:
                     continue
                 up_lo, up_hi = upstream[key]
@@ -205,17 +231,22 @@ class ProxyServer:
 
     # lifecycle ---------------------------------------------------------------------
 
-    def _load_policy(self) -> None:
+    async def _load_policy(self) -> None:
         """ACLs are in force before the first client is accepted (Kafka's early-start rule)."""
-        if self.watcher is not None:
-            if self.watcher.path.exists() or not self.config.acl_file_missing_ok:
-                self.watcher.reload_once(strict=True)
-            else:
+        backend = self.acl_backend
+        if backend is not None:
+            watcher = self.watcher
+            if watcher is not None and not watcher.path.exists():
                 log.warning(
                     "ACL file %s does not exist yet: starting with an empty policy",
                     self.config.acl_file,
                 )
-                self.authorizer.load(())
+            try:
+                await backend.start()
+            except AclStoreError as exc:
+                if isinstance(exc.__cause__, AclFileError):
+                    raise exc.__cause__ from None  # as before the backends: the file's error
+                raise
         else:
             self.authorizer.load(())
             if not self.config.allow_everyone_if_no_acl_found:
@@ -230,7 +261,7 @@ class ProxyServer:
             )
 
     async def start(self) -> None:
-        self._load_policy()
+        await self._load_policy()
         # OAUTHBEARER keys from a JWKS URL: fetched before the first client, then kept fresh
         self._tasks.extend(await start_jwks(self.security.oauth))  # proxy/jwks.py
         log.info("pre-compiled kio readers in %.2fs", prewarm_kio())
@@ -238,11 +269,11 @@ class ProxyServer:
         self._start_fd_budget()
         host, port = self.config.listen
         if self._proxy_before_tls:
-            sock = listening_socket(host, port)
+            sock = listening_socket(host, port, self.directory.reuse_port)
             self._accept_with_proxy_header(sock, BOOTSTRAP, None)
             self.bootstrap_address = sock.getsockname()[:2]
         elif self.security.tls is not None:
-            sock = listening_socket(host, port)
+            sock = listening_socket(host, port, self.directory.reuse_port)
             self._accept_tls(sock, BOOTSTRAP, None)
             self.bootstrap_address = sock.getsockname()[:2]
         else:
@@ -251,6 +282,7 @@ class ProxyServer:
                 host,
                 port,
                 reuse_address=True,
+                reuse_port=self.directory.reuse_port,
                 backlog=1024,
                 ssl=self.security.ssl_context,
             )
@@ -266,8 +298,6 @@ class ProxyServer:
             )
             self.recorder.audit = self.audit
             self._tasks.append(loop.create_task(self._audit_ticker(self.audit)))
-        if self.watcher is not None:
-            self.watcher.start()
         # Reserve the actual bootstrap port (it may have been 0 = ephemeral).
         self.directory.reserved.add(self.bootstrap_address[1])
         self.directory.open_fixed()
@@ -367,8 +397,8 @@ class ProxyServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for sock in self._raw_sockets:
             sock.close()
-        if self.watcher is not None:
-            await self.watcher.stop()
+        if self.acl_backend is not None:
+            await self.acl_backend.stop()
         for server in self.servers:
             server.close()
         await self._drain(self.config.shutdown_grace)
@@ -608,7 +638,7 @@ class ProxyServer:
     # health ------------------------------------------------------------------------
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        details = {
+        details: dict[str, Any] = {
             "upstream_reachable": self.upstream_reachable,
             "upstream_error": self.upstream_error,
             "brokers": sorted(self.directory.proxy_ports),
@@ -620,7 +650,83 @@ class ProxyServer:
         }
         if self.watcher is not None:
             details["acl_file_error"] = self.watcher.last_error
+        if self.acl_backend is not None:
+            status = self.acl_backend.status()
+            details["acl_store"] = {
+                "backend": status.backend,
+                "loaded": status.loaded,
+                "applied_offset": status.applied_offset,
+                "fingerprint": status.fingerprint,
+                "error": status.error,
+                "seconds_stale": status.seconds_stale,
+            }
+            if not status.loaded:
+                return False, details
         return self.upstream_reachable and self.authorizer.ready, details
+
+    # ACL store ---------------------------------------------------------------------
+
+    def change_acls(
+        self,
+        change: StoreAclChange,
+        ctx: AuthContext,
+        done: Callable[[AclStoreFailure | None], None],
+    ) -> None:
+        """Commit a StoreAclChange (CreateAcls, DeleteAcls) of the client `ctx` to the ACL
+        store; audit and count it, then call `done(None)`, or `done(AclStoreFailure)` when it
+        was not committed (nothing of it applied)."""
+
+        async def commit() -> None:
+            backend = self.acl_backend
+            error: str | None = None
+            try:
+                if backend is None:
+                    raise AclStoreError("no ACL store is configured")
+                await backend.change(change.additions, change.removals)
+            except AclStoreError as exc:
+                error = str(exc)
+                log.error("ACL change by %s not committed: %s", log_safe(ctx.principal), error)
+            except Exception as exc:  # a bug of ours: the change failed, say so, fail closed
+                error = f"{type(exc).__name__}: {exc}"
+                log.exception("ACL change by %s failed", log_safe(ctx.principal))
+            self._acl_changed(change, ctx, backend, error)
+            done(None if error is None else AclStoreFailure(error))
+
+        self._spawn(commit())
+
+    def _acl_changed(
+        self,
+        change: StoreAclChange,
+        ctx: AuthContext,
+        backend: AclBackend | None,
+        error: str | None,
+    ) -> None:
+        """Count, log and audit one change of the ACL Admin API."""
+        self.metrics.acl_changes.labels("committed" if error is None else "failed").inc()
+        if error is None:
+            self.metrics.acl_changed.labels("added").inc(len(change.additions))
+            self.metrics.acl_changed.labels("removed").inc(len(change.removals))
+            log.info(
+                "ACL change by %s from %s: %d added, %d removed",
+                log_safe(ctx.principal),
+                ctx.host,
+                len(change.additions),
+                len(change.removals),
+            )
+        if self.audit is not None:
+            api_key = 30 if change.additions else 31
+            self.audit.record_acl_change(
+                ctx.listener,
+                ctx.principal,
+                ctx.host,
+                ctx.client_id,
+                api_name(api_key),
+                api_key,
+                getattr(backend, "name", None) or self.config.acl_store,
+                change.additions,
+                change.removals,
+                error,
+            )
 
     # topic ids ---------------------------------------------------------------------
 

@@ -78,6 +78,9 @@ class Policy:
     #: seals DescribeTopicPartitions cursors that name hidden topics, under a key the IO layer
     #: makes (protocol/enforce/cursor.py); None: such a cursor fails the connection, never leaks
     cursors: CursorSeal | None = None
+    #: an ACL store serves the ACL Admin API (protocol/enforce/acls.py); False: answered as a
+    #: broker without an authorizer answers (SECURITY_DISABLED)
+    acl_admin: bool = False
     #: optional conformance switches; see docs/apis.md
     options: dict[str, Any] = field(default_factory=dict)
 

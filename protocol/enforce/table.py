@@ -15,6 +15,11 @@ from dataclasses import dataclass
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.apikeys import ApiKey
+from aclgate.protocol.enforce.acls import (
+    CreateAclsHandler,
+    DeleteAclsHandler,
+    DescribeAclsHandler,
+)
 from aclgate.protocol.enforce.admin import (
     CreateTopicsHandler,
     DeleteTopicsHandler,
@@ -81,6 +86,9 @@ class Row:
     versions: tuple[int, int]
     handler: ApiHandler
     note: str = ""
+    #: answered by the proxy itself, never forwarded: advertised whether or not the cluster
+    #: serves the API (`local_versions`)
+    local: bool = False
 
 
 def per_topic(
@@ -143,6 +151,25 @@ TABLE: dict[ApiKey, Row] = {
         (0, 5),
         per_topic(Op.READ, pre=(txn(Op.WRITE), group(Op.READ))),
         note="transactional id or group denied: every partition 53 or 30",
+    ),
+    ApiKey.DESCRIBE_ACLS: Row(
+        (1, 3),
+        DescribeAclsHandler(),
+        note="served by aclgate from its own ACLs, never forwarded (forwarded, it would act "
+        "with the proxy's identity); the cluster check is enforced in dry-run mode too",
+        local=True,
+    ),
+    ApiKey.CREATE_ACLS: Row(
+        (1, 3),
+        CreateAclsHandler(),
+        note='changes aclgate\'s ACL store (docs/authz.md, "Managing ACLs"), never forwarded',
+        local=True,
+    ),
+    ApiKey.DELETE_ACLS: Row(
+        (1, 3),
+        DeleteAclsHandler(),
+        note="changes aclgate's ACL store, never forwarded; matched ACLs in Kafka's listing order",
+        local=True,
     ),
     ApiKey.DESCRIBE_CONFIGS: Row(
         (1, 4),
@@ -271,6 +298,12 @@ def advertised_versions(caps: Mapping[int, int] | None = None) -> dict[int, tupl
         if lo <= hi:
             out[int(key)] = (lo, hi)
     return out
+
+
+def local_versions(caps: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
+    """The part of `advertised_versions` the proxy answers itself (the ACL Admin API)."""
+    advertised = advertised_versions(caps)
+    return {int(k): advertised[int(k)] for k, row in TABLE.items() if row.local and k in advertised}
 
 
 def handlers() -> dict[int, ApiHandler]:

@@ -30,6 +30,7 @@ from aclgate.authz.model import (
     PatternType,
     ResourceType,
 )
+from aclgate.protocol.apikeys import ApiKey
 from aclgate.protocol.codec import encode_response
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.cursor import KEY_SIZE, CursorSeal
@@ -678,6 +679,63 @@ CASES: dict[int, Case] = {
         ),
         {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 53}]}]},
     ),
+    # the ACL Admin API is answered by aclgate itself (tests/acladmin/ has the rest)
+    29: Case(
+        lambda: req(
+            29,
+            3,
+            resource_type_filter=i8(1),
+            resource_name_filter=None,
+            pattern_type_filter=i8(1),
+            principal_filter=None,
+            host_filter=None,
+            operation=i8(1),
+            permission_type=i8(1),
+        ),
+        {"error_code": 31, "resources": []},
+    ),
+    30: Case(
+        lambda: req(
+            30,
+            3,
+            creations=(
+                sub(
+                    30,
+                    3,
+                    "AclCreation",
+                    resource_type=i8(2),
+                    resource_name="t",
+                    resource_pattern_type=i8(3),
+                    principal="User:x",
+                    host="*",
+                    operation=i8(3),
+                    permission_type=i8(3),
+                ),
+            ),
+        ),
+        {"results": [{"error_code": 31}]},
+    ),
+    31: Case(
+        lambda: req(
+            31,
+            3,
+            filters=(
+                sub(
+                    31,
+                    3,
+                    "DeleteAclsFilter",
+                    resource_type_filter=i8(1),
+                    resource_name_filter=None,
+                    pattern_type_filter=i8(1),
+                    principal_filter=None,
+                    host_filter=None,
+                    operation=i8(1),
+                    permission_type=i8(1),
+                ),
+            ),
+        ),
+        {"filter_results": [{"error_code": 31, "matching_acls": []}]},
+    ),
     32: Case(
         lambda: req(32, 4, resources=_config_resources(32, 4, "DescribeConfigsResource")),
         {"results": _denied_config_results(True)},
@@ -1082,7 +1140,7 @@ DEFAULT_SCRIPTED = frozenset({3, 10, 18, 60})
 
 
 @pytest.mark.parametrize("profile", ["open", "dry"])
-@pytest.mark.parametrize("key", sorted(CASES))
+@pytest.mark.parametrize("key", sorted(k for k in CASES if not TABLE[ApiKey(k)].local))
 def test_allowed_or_dry_run_is_forwarded(env, key, profile):
     """Everything allowed, or nothing allowed in dry-run mode: the request reaches the broker
     as the client sent it, and the broker's answer comes back."""
@@ -1092,6 +1150,20 @@ def test_allowed_or_dry_run_is_forwarded(env, key, profile):
     got = env.call(profile, body)
     assert type(got) is response_class(key, body.__version__)
     assert env.reached(key) == [body]
+
+
+@pytest.mark.parametrize(
+    ("profile", "code"),
+    [("open", 54), ("dry", 31)],  # no ACL store here: SECURITY_DISABLED; dry-run still checks
+)
+@pytest.mark.parametrize("key", sorted(k for k in CASES if TABLE[ApiKey(k)].local))
+def test_the_acl_admin_api_is_never_forwarded(env, key, profile, code):
+    """Allowed or in dry-run mode, the ACL Admin API is still answered by aclgate alone."""
+    got = env.call(profile, CASES[key].request())
+    entries = {29: None, 30: "results", 31: "filter_results"}[key]
+    codes = [got.error_code] if entries is None else [e.error_code for e in getattr(got, entries)]
+    assert codes == [code]
+    assert env.reached(key) == []
 
 
 # ------------------------------------------------------------------------- DescribeConfigs

@@ -198,7 +198,7 @@ def test_many_local_answers_in_backlog_do_not_recurse():
     [
         (request(10000, 0, 1), "unsupported_api"),
         (request(3, 99, 1), "unsupported_api"),
-        (request(29, 1, 1), "unsupported_api"),  # DescribeAcls: never forwarded
+        (request(38, 1, 1), "unsupported_api"),  # CreateDelegationToken: never forwarded
         (frame(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x63"), "malformed_request"),
         (struct.pack(">i", 200_000_000), "frame_too_large"),
     ],

@@ -54,7 +54,7 @@ def test_allowed_versions_exclude_blocked_and_apply_caps():
     allowed = allowed_versions({1: 12, 0: 9})
     assert not set(allowed) & set(BLOCKED)
     assert allowed[1] == (4, 12) and allowed[0] == (3, 9)
-    assert 29 not in allowed and 17 not in allowed  # ACL admin and SASL are never forwarded
+    assert 38 not in allowed and 17 not in allowed  # delegation tokens and SASL are never forwarded
 
 
 def test_api_key_names_are_kafkas():

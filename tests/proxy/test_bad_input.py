@@ -51,7 +51,7 @@ CASES = {
     ),
     "api key 10000": (frame(header(10000, 0) + b"\x00"), "api_key=10000"),
     "version newer than the proxy parses": (frame(header(3, 42)), "api_key=3 api_version=42"),
-    "never forwarded: DescribeAcls": (frame(header(29, 1)), "api_key=29 is not supported"),
+    "never forwarded: CreateDelegationToken": (frame(header(38, 1)), "api_key=38 is not supported"),
     "Produce v2 (removed in Kafka 4)": (frame(header(0, 2)), "api_key=0 api_version=2"),
 }
 

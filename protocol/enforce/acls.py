@@ -1,0 +1,347 @@
+"""The ACL Admin API: DescribeAcls, CreateAcls, DeleteAcls, served by aclgate itself.
+
+These requests are never forwarded: forwarded, they would read or change the cluster's ACLs
+with the proxy's own identity. They read aclgate's authorizer and change aclgate's ACL store,
+as a KRaft broker's AclApis reads its StandardAuthorizer and changes the metadata log:
+
+* authorization first, for the whole request (AuthHelper.authorizeClusterOperation):
+  DESCRIBE on CLUSTER for DescribeAcls, ALTER on CLUSTER for Create/DeleteAcls; denied: 31 on
+  the request (DescribeAcls) or on every entry (Create/DeleteAcls). Enforced in dry-run mode
+  too: the proxy's own policy is not the cluster's to protect;
+* no ACL store (no ACL file, no kafka store): 54 SECURITY_DISABLED, as a broker without an
+  authorizer answers;
+* a request with an UNKNOWN (code 0) type, pattern, operation or permission is one Kafka
+  cannot parse: the connection is closed;
+* CreateAcls validates each binding with Kafka's messages (authz/model.py `validate`), then
+  the valid ones go to the store as one `StoreAclChange`; DeleteAcls validates each filter,
+  reports every ACL each filter matches (KRaft: a binding matched by two filters is reported
+  by both) and removes their union as one change. The answer is sent once the store has the
+  change durable and in force here (read-your-writes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32Timedelta
+
+from aclgate.authz.model import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    InvalidAclError,
+    PatternType,
+    ResourceType,
+    listing_order,
+)
+from aclgate.protocol.codec import encode_response
+from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
+from aclgate.protocol.enforce.base import ApiHandler, answer
+from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.header import MalformedRequest, RequestHeader
+from aclgate.protocol.session import ProxySession
+from aclgate.protocol.versions import response_class, response_module
+
+DESCRIBE, ALTER = AclOperation.DESCRIBE, AclOperation.ALTER
+DENIED = ErrorCode.cluster_authorization_failed
+#: Kafka's default message of CLUSTER_AUTHORIZATION_FAILED (its own message names internal
+#: request details: "Request Request(processor=..., ...) is not authorized.")
+DENIED_MESSAGE = "Cluster authorization failed."
+#: AclApis' answers without an authorizer
+NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
+NO_AUTHORIZER = "No Authorizer is configured."
+ZERO_THROTTLE = i32Timedelta.parse(timedelta(0))
+
+E = TypeVar("E", ResourceType, PatternType, AclOperation, AclPermissionType)
+
+
+def from_code(enum: type[E], code: int) -> E:
+    """Java's `fromCode`: a code Kafka does not know is UNKNOWN."""
+    try:
+        return enum(code)
+    except ValueError:
+        return enum(0)
+
+
+def _refuse_unknown(codes: Sequence[int], what: str) -> None:
+    """The request constructors' check: an UNKNOWN (0) field fails parsing, and Kafka closes
+    the connection on a request it cannot parse."""
+    if 0 in codes:
+        raise MalformedRequest(f"{what} contains UNKNOWN elements")
+
+
+def _filter(entry: Any) -> AclBindingFilter:
+    """A DescribeAcls request or a DeleteAcls filter as an AclBindingFilter."""
+    _refuse_unknown(
+        (
+            entry.resource_type_filter,
+            entry.pattern_type_filter,
+            entry.operation,
+            entry.permission_type,
+        ),
+        "the ACL filter",
+    )
+    return AclBindingFilter(
+        from_code(ResourceType, entry.resource_type_filter),
+        entry.resource_name_filter,
+        from_code(PatternType, entry.pattern_type_filter),
+        entry.principal_filter,
+        entry.host_filter,
+        from_code(AclOperation, entry.operation),
+        from_code(AclPermissionType, entry.permission_type),
+    )
+
+
+def _binding(creation: Any) -> AclBinding:
+    return AclBinding(
+        from_code(ResourceType, creation.resource_type),
+        creation.resource_name,
+        from_code(PatternType, creation.resource_pattern_type),
+        creation.principal,
+        creation.host,
+        from_code(AclOperation, creation.operation),
+        from_code(AclPermissionType, creation.permission_type),
+    )
+
+
+def _authorized(ctx: AuthContext, header: RequestHeader, operation: AclOperation) -> bool:
+    """The cluster check, enforced in every mode (see the module docstring), and reported."""
+    decision = ctx.decide(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    ctx.policy.sink.decided(
+        ctx, header, operation, ResourceType.CLUSTER, CLUSTER_NAME, decision, True, True, 1
+    )
+    return decision.allowed
+
+
+def _respond_later(
+    session: ProxySession,
+    header: RequestHeader,
+    change: StoreAclChange,
+    build: Callable[[AclStoreFailure | None], Any],
+) -> None:
+    """Answer once the store has committed `change` (or failed to)."""
+    session.answer_later(
+        header, change, lambda result: encode_response(header.correlation_id, build(result))
+    )
+
+
+def _store_error(failure: AclStoreFailure) -> tuple[ErrorCode, str]:
+    return (
+        ErrorCode.unknown_server_error,
+        f"The ACL store did not commit the change: {failure.message}",
+    )
+
+
+class DescribeAclsHandler(ApiHandler):
+    """AclApis.handleDescribeAcls."""
+
+    def describe(self) -> str:
+        return (
+            "`DESCRIBE CLUSTER` (31 on the request); served from aclgate's own ACLs, never "
+            "forwarded; no ACL store: 54 SECURITY_DISABLED"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        acl_filter = _filter(request)
+        cls = response_class(header.api_key, header.api_version)
+        if not _authorized(ctx, header, DESCRIBE):
+            body = cls(
+                throttle_time=ZERO_THROTTLE,
+                error_code=DENIED,
+                error_message=DENIED_MESSAGE,
+                resources=(),
+            )
+        elif not ctx.policy.acl_admin:
+            body = cls(
+                throttle_time=ZERO_THROTTLE,
+                error_code=ErrorCode.security_disabled,
+                error_message=NO_AUTHORIZER_DESCRIBE,
+                resources=(),
+            )
+        else:
+            bindings = ctx.policy.authorizer.acls(acl_filter)
+            body = cls(
+                throttle_time=ZERO_THROTTLE,
+                error_code=ErrorCode.none,
+                error_message=None,
+                resources=_resources(response_module(header.api_key, header.api_version), bindings),
+            )
+        answer(session, header, body)
+
+
+def _resources(mod: Any, bindings: Sequence[AclBinding]) -> tuple[Any, ...]:
+    """DescribeAclsResponse.aclsResources: one entry per resource pattern, in listing order."""
+    grouped: dict[tuple[ResourceType, str, PatternType], list[Any]] = {}
+    for b in listing_order(bindings):
+        grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
+            mod.AclDescription(
+                principal=b.principal,
+                host=b.host,
+                operation=i8(b.operation),
+                permission_type=i8(b.permission_type),
+            )
+        )
+    return tuple(
+        mod.DescribeAclsResource(
+            resource_type=i8(rtype), resource_name=name, pattern_type=i8(ptype), acls=tuple(acls)
+        )
+        for (rtype, name, ptype), acls in grouped.items()
+    )
+
+
+class CreateAclsHandler(ApiHandler):
+    """AclApis.handleCreateAcls, then AclControlManager.createAcls."""
+
+    granularity = "per ACL"
+
+    def describe(self) -> str:
+        return (
+            "`ALTER CLUSTER` (31 on every creation); each binding validated as Kafka does (42 "
+            "with Kafka's message), the valid ones committed to aclgate's ACL store as one "
+            "change and in force before the answer; no ACL store: 54 SECURITY_DISABLED"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        for creation in request.creations:
+            _refuse_unknown(
+                (
+                    creation.resource_type,
+                    creation.resource_pattern_type,
+                    creation.operation,
+                    creation.permission_type,
+                ),
+                "the ACL creation",
+            )
+        mod = response_module(header.api_key, header.api_version)
+        cls = response_class(header.api_key, header.api_version)
+
+        def body(outcomes: Sequence[tuple[ErrorCode, str | None]]) -> Any:
+            return cls(
+                throttle_time=ZERO_THROTTLE,
+                results=tuple(
+                    mod.AclCreationResult(error_code=code, error_message=message)
+                    for code, message in outcomes
+                ),
+            )
+
+        count = len(request.creations)
+        if not _authorized(ctx, header, ALTER):
+            answer(session, header, body([(DENIED, DENIED_MESSAGE)] * count))
+            return
+        if not ctx.policy.acl_admin:
+            answer(session, header, body([(ErrorCode.security_disabled, NO_AUTHORIZER)] * count))
+            return
+        bindings = [_binding(c) for c in request.creations]
+        errors: list[InvalidAclError | None] = []
+        valid: list[AclBinding] = []
+        for b in bindings:
+            try:
+                b.validate()
+            except InvalidAclError as exc:
+                errors.append(exc)
+            else:
+                errors.append(None)
+                valid.append(b)
+
+        def outcomes(failure: AclStoreFailure | None) -> Any:
+            stored = (ErrorCode.none, None) if failure is None else _store_error(failure)
+            return body(
+                [stored if e is None else (ErrorCode.invalid_request, e.message) for e in errors]
+            )
+
+        if not valid:
+            answer(session, header, outcomes(None))
+            return
+        _respond_later(
+            session, header, StoreAclChange(additions=tuple(dict.fromkeys(valid))), outcomes
+        )
+
+
+class DeleteAclsHandler(ApiHandler):
+    """AclApis.handleDeleteAcls, then AclControlManager.deleteAcls."""
+
+    granularity = "per filter"
+
+    def describe(self) -> str:
+        return (
+            "`ALTER CLUSTER` (31 on every filter); each filter validated as Kafka does (42), "
+            "every ACL it matches reported (also when another filter matched it too), their "
+            "union removed from aclgate's ACL store as one change, in force before the answer; "
+            "no ACL store: 54 SECURITY_DISABLED"
+        )
+
+    def handle(self, session, ctx, header, frame, request):
+        filters = [_filter(f) for f in request.filters]
+        mod = response_module(header.api_key, header.api_version)
+        cls = response_class(header.api_key, header.api_version)
+
+        def body(results: Sequence[tuple[ErrorCode, str | None, Sequence[AclBinding]]]) -> Any:
+            return cls(
+                throttle_time=ZERO_THROTTLE,
+                filter_results=tuple(
+                    mod.DeleteAclsFilterResult(
+                        error_code=code,
+                        error_message=message,
+                        matching_acls=tuple(_matching(mod, b) for b in matched),
+                    )
+                    for code, message, matched in results
+                ),
+            )
+
+        if not _authorized(ctx, header, ALTER):
+            answer(session, header, body([(DENIED, DENIED_MESSAGE, ())] * len(filters)))
+            return
+        if not ctx.policy.acl_admin:
+            answer(
+                session,
+                header,
+                body([(ErrorCode.security_disabled, NO_AUTHORIZER, ())] * len(filters)),
+            )
+            return
+        current = ctx.policy.authorizer.acls()
+        matches: list[InvalidAclError | list[AclBinding]] = []
+        doomed: dict[AclBinding, None] = {}
+        for f in filters:
+            try:
+                f.validate()
+            except InvalidAclError as exc:
+                matches.append(exc)
+                continue
+            matched = [b for b in current if f.matches(b)]
+            doomed.update(dict.fromkeys(matched))
+            matches.append(matched)
+
+        def results(failure: AclStoreFailure | None) -> Any:
+            out: list[tuple[ErrorCode, str | None, Sequence[AclBinding]]] = []
+            for m in matches:
+                if isinstance(m, InvalidAclError):
+                    out.append((ErrorCode.invalid_request, m.message, ()))
+                elif failure is not None and m:
+                    out.append((*_store_error(failure), ()))
+                else:
+                    out.append((ErrorCode.none, None, m))
+            return body(out)
+
+        if not doomed:
+            answer(session, header, results(None))
+            return
+        _respond_later(session, header, StoreAclChange(removals=tuple(doomed)), results)
+
+
+def _matching(mod: Any, b: AclBinding) -> Any:
+    return mod.DeleteAclsMatchingAcl(
+        error_code=ErrorCode.none,
+        error_message=None,
+        resource_type=i8(b.resource_type),
+        resource_name=b.resource_name,
+        pattern_type=i8(b.pattern_type),
+        principal=b.principal,
+        host=b.host,
+        operation=i8(b.operation),
+        permission_type=i8(b.permission_type),
+    )

@@ -1,0 +1,24 @@
+"""Open the ACL store backend the configuration names (`--acl-store file|kafka`).
+
+The contract every backend keeps is proxy/aclbackend.py; each backend lives in a module of its
+own and is imported only when chosen.
+"""
+
+from __future__ import annotations
+
+from aclgate.authz.authorizer import Authorizer
+from aclgate.proxy.aclbackend import AclBackend, AclStoreError
+from aclgate.proxy.config import ProxyConfig
+
+
+def open_acl_backend(config: ProxyConfig, authorizer: Authorizer) -> AclBackend | None:
+    """The backend `config.acl_store` names, loading into `authorizer`; None when no ACL
+    store is configured (no --acl-file for `file`): the proxy then has an empty policy and
+    answers the ACL Admin API as a broker without an authorizer does."""
+    if config.acl_store == "file":
+        if config.acl_file is None:
+            return None
+        from aclgate.proxy.aclfilebackend import FileAclBackend
+
+        return FileAclBackend(config.acl_file, authorizer, missing_ok=config.acl_file_missing_ok)
+    raise AclStoreError(f"ACL store backend {config.acl_store!r} is not available")
