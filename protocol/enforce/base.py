@@ -18,7 +18,7 @@ import dataclasses
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
@@ -42,6 +42,10 @@ from aclgate.protocol.versions import response_class
 
 _SIZE = struct.Struct(">i")
 
+#: a decoded kio request or response of any API and version: the generic shapes below read
+#: and replace its fields by name (`array`, `response_array`), so no one type describes it
+KioBody: TypeAlias = Any
+
 #: Kafka's error code per resource type (AclEntry.authorizationError)
 DENIED_CODE = {
     ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
@@ -62,10 +66,10 @@ class Check:
     operation: AclOperation
     resource_type: ResourceType
     #: the resource name taken from the request (None for the cluster)
-    name: Callable[[Any], str | None] | None = None
+    name: Callable[[KioBody], str | None] | None = None
     log_if_denied: bool = True
     #: when given, the check applies only to requests for which this returns True
-    when: Callable[[RequestHeader, Any], bool] | None = None
+    when: Callable[[RequestHeader, KioBody], bool] | None = None
     code: ErrorCode | None = None
     doc_name: str = ""
 
@@ -73,7 +77,7 @@ class Check:
     def error(self) -> ErrorCode:
         return self.code if self.code is not None else DENIED_CODE[self.resource_type]
 
-    def resource(self, request: Any) -> str:
+    def resource(self, request: KioBody) -> str:
         if self.resource_type == ResourceType.CLUSTER:
             return CLUSTER_NAME
         name = self.name(request) if self.name else None
@@ -81,7 +85,7 @@ class Check:
             raise MalformedRequest(f"no {self.resource_type.name} name in the request")
         return name
 
-    def applies(self, header: RequestHeader, request: Any) -> bool:
+    def applies(self, header: RequestHeader, request: KioBody) -> bool:
         return self.when is None or self.when(header, request)
 
     def describe(self) -> str:
@@ -95,7 +99,7 @@ class Check:
 
 
 def first_denied(
-    ctx: AuthContext, header: RequestHeader, request: Any, checks: Iterable[Check]
+    ctx: AuthContext, header: RequestHeader, request: KioBody, checks: Iterable[Check]
 ) -> Check | None:
     """Run checks in order; the first denied one, or None when all pass."""
     for check in checks:
@@ -113,17 +117,17 @@ def first_denied(
 # --------------------------------------------------------------------- sending and answering
 
 
-def answer(session: ProxySession, header: RequestHeader, body: Any) -> None:
+def answer(session: ProxySession, header: RequestHeader, body: KioBody) -> None:
     session.respond(header, encode_response(header.correlation_id, body))
 
 
 def error_body(
     header: RequestHeader,
-    request: Any,
+    request: KioBody,
     code: ErrorCode,
     aliases: Aliases | None = None,
     **overrides: Any,
-) -> Any:
+) -> KioBody:
     return build(
         response_class(header.api_key, header.api_version),
         code,
@@ -138,7 +142,7 @@ def forward_if_cluster(
     ctx: AuthContext,
     header: RequestHeader,
     frame: Frame,
-    request: Any,
+    request: KioBody,
     operation: AclOperation,
     **error_fields: Any,
 ) -> None:
@@ -153,12 +157,12 @@ def forward_if_cluster(
         )
 
 
-def reencode_request(frame: Frame, header: RequestHeader, body: Any) -> bytes:
+def reencode_request(frame: Frame, header: RequestHeader, body: KioBody) -> bytes:
     """The original header bytes (unknown tags included) with a new body."""
     return framed(frame[4 : header.body_offset], body, MalformedRequest)
 
 
-def merged_response(frame: Frame, slot: Slot, merge: Callable[[Any], Any]) -> bytes:
+def merged_response(frame: Frame, slot: Slot, merge: Callable[[KioBody], KioBody]) -> bytes:
     """Decode the broker's answer, let `merge` change it, then apply address rewriting."""
     body = merge(decode_response(frame, slot.api_key, slot.api_version))
     out = encode_response(slot.correlation_id, body)
@@ -179,7 +183,7 @@ class ApiHandler:
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: Any,
+        request: KioBody,
     ) -> None:
         raise NotImplementedError
 
@@ -195,7 +199,7 @@ class ApiHandler:
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: Any,
+        request: KioBody,
     ) -> None:
         """`handle`, with the two outcomes every handler shares: topic ids the proxy must
         look up first, and an authorizer not ready yet."""
@@ -220,7 +224,14 @@ class Unchecked(ApiHandler):
 
     why: str = ""
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,
+    ) -> None:
         forward(session, header, frame)
 
     def describe(self) -> str:
@@ -235,7 +246,14 @@ class Whole(ApiHandler):
     aliases: Aliases | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,
+    ) -> None:
         denied = first_denied(ctx, header, request, self.checks)
         if denied is None:
             forward(session, header, frame)
@@ -263,7 +281,7 @@ class PerEntry(ApiHandler):
     response_array: str
     operation: AclOperation
     resource_type: ResourceType
-    name: Callable[[Any], str | None] = lambda e: e.name
+    name: Callable[[KioBody], str | None] = lambda e: e.name
     pre: tuple[Check, ...] = ()
     aliases: Aliases | None = None
     entry_overrides: dict[str, Any] = field(default_factory=dict)
@@ -279,7 +297,14 @@ class PerEntry(ApiHandler):
     #: forward even when every entry is denied, as Kafka still asks the coordinator then
     forward_empty: bool = False
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,
+    ) -> None:
         denied_pre = first_denied(ctx, header, request, self.pre)
         if denied_pre is not None:
             answer(
@@ -301,7 +326,7 @@ class PerEntry(ApiHandler):
         allowed, denied, unknown = self.split(ctx, header, entries)
         self.finish(session, header, frame, request, allowed, denied, unknown)
 
-    def names(self, ctx: AuthContext, entries: list) -> list[str | None]:
+    def names(self, ctx: AuthContext, entries: Sequence[KioBody]) -> list[str | None]:
         """Resource names of the entries; topic ids are resolved (None = unknown id)."""
         first = entries[0] if entries else None
         if (
@@ -317,12 +342,12 @@ class PerEntry(ApiHandler):
         return [self.name(e) for e in entries]
 
     def split(
-        self, ctx: AuthContext, header: RequestHeader, entries: Iterable[Any]
-    ) -> tuple[list, list, list]:
+        self, ctx: AuthContext, header: RequestHeader, entries: Iterable[KioBody]
+    ) -> tuple[list[KioBody], list[KioBody], list[KioBody]]:
         """(allowed, denied, unknown-id) entries. Each distinct name is authorized once
         (refCount = its occurrences), as Kafka's filterByAuthorized does."""
-        entries = list(entries)
-        names = self.names(ctx, entries)
+        listed = list(entries)
+        names = self.names(ctx, listed)
         counts: dict[str, int] = {}
         for name in names:
             if name is not None:
@@ -333,17 +358,19 @@ class PerEntry(ApiHandler):
             )
             for name, count in counts.items()
         }
-        allowed: list[Any] = []
-        denied: list[Any] = []
-        unknown: list[Any] = []
-        for entry, name in zip(entries, names, strict=True):
+        allowed: list[KioBody] = []
+        denied: list[KioBody] = []
+        unknown: list[KioBody] = []
+        for entry, name in zip(listed, names, strict=True):
             if name is None:
                 unknown.append(entry)
             else:
                 (allowed if verdict[name] else denied).append(entry)
         return allowed, denied, unknown
 
-    def error_entry(self, header: RequestHeader, entry: Any, code: ErrorCode | None = None) -> Any:
+    def error_entry(
+        self, header: RequestHeader, entry: KioBody, code: ErrorCode | None = None
+    ) -> KioBody:
         cls = _array_item(response_class(header.api_key, header.api_version), self.response_array)
         overrides = dict(self.entry_overrides)
         source = entry
@@ -356,13 +383,13 @@ class PerEntry(ApiHandler):
 
     def finish(
         self,
-        session,
-        header,
-        frame,
-        request,
-        allowed: list,
-        denied: list,
-        unknown: Sequence[Any] = (),
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,
+        allowed: list[KioBody],
+        denied: list[KioBody],
+        unknown: Sequence[KioBody] = (),
     ) -> None:
         if not denied and not unknown:
             forward(session, header, frame)
@@ -403,13 +430,13 @@ def _array_item(cls: type, array: str) -> type:
 
 
 def merge_rewriter(
-    session: ProxySession, slot: Slot, frame: Frame, denied: tuple[str, tuple[Any, ...]]
+    session: ProxySession, slot: Slot, frame: Frame, denied: tuple[str, tuple[KioBody, ...]]
 ) -> bytes | memoryview:
     """Append the denied entries (`denied` = (array, entries)) to the broker's answer, then
     apply whatever address rewriting the API needs."""
     array, errors = denied
 
-    def merge(body: Any) -> Any:
+    def merge(body: KioBody) -> KioBody:
         return dataclasses.replace(body, **{array: tuple(getattr(body, array)) + errors})
 
     return then_addresses(session, slot, merged_response(frame, slot, merge))

@@ -55,7 +55,8 @@ IDENTITY_FIELDS = frozenset(
 
 
 @functools.cache
-def _field_info(cls: type) -> tuple[tuple[str, Any, dict, Any], ...]:
+def _field_info(cls: type) -> tuple[tuple[str, Any, dict[str, Any], Any], ...]:
+    """(name, type hint, field metadata, default) per field: hints and defaults are any type."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):

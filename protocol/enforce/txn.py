@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -12,13 +12,18 @@ from aclgate.protocol.codec import encode_response
 from aclgate.protocol.effects import LookUpPartitionCounts
 from aclgate.protocol.enforce.base import (
     ApiHandler,
+    KioBody,
     answer,
     error_body,
     forward,
     forward_if_cluster,
 )
 from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.metadata import INTERNAL_TOPICS
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.session import ProxySession
 from aclgate.protocol.versions import response_module
 
 WRITE, IDEMPOTENT_WRITE, CLUSTER_ACTION = (
@@ -29,6 +34,36 @@ WRITE, IDEMPOTENT_WRITE, CLUSTER_ACTION = (
 TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
 
 
+class InitProducerIdRequest(Protocol):
+    """What the handler reads of an InitProducerId request, every version."""
+
+    @property
+    def transactional_id(self) -> str | None: ...
+
+
+class TxnTopic(Protocol):
+    """A topic of AddPartitionsToTxn v0-3 (and of its answer's mirror)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> Sequence[int]: ...
+
+
+class ProducerAddPartitionsToTxn(Protocol):
+    """What the handler reads of an AddPartitionsToTxn request from a producer (v0-3; v4+ are
+    batched broker requests of another shape)."""
+
+    @property
+    def v3_and_below_transactional_id(self) -> str: ...
+    @property
+    def v3_and_below_topics(self) -> Sequence[TxnTopic]: ...
+
+
+#: a partition's error code in a denied AddPartitionsToTxn: code_for(topic, partition)
+CodeFor = Callable[[str, int], ErrorCode]
+
+
 class InitProducerIdHandler(ApiHandler):
     def describe(self) -> str:
         return (
@@ -37,7 +72,14 @@ class InitProducerIdHandler(ApiHandler):
             "(KIP-679), else 31"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: InitProducerIdRequest,
+    ) -> None:
         txn = request.transactional_id
         if txn is not None:
             if ctx.check(header, WRITE, TXN, txn):
@@ -72,19 +114,27 @@ class AddPartitionsToTxnHandler(ApiHandler):
             "the others 55 (OPERATION_NOT_ATTEMPTED). v4+: `CLUSTER_ACTION CLUSTER` (31)"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,  # v0-3 and v4+ differ in shape: typed once the version is known
+    ) -> None:
         if header.api_version >= 4:
             forward_if_cluster(
                 session, ctx, header, frame, request, CLUSTER_ACTION, results_by_transaction=()
             )
             return
-        txn = request.v3_and_below_transactional_id
-        topics = request.v3_and_below_topics
+        producer: ProducerAddPartitionsToTxn = request
+        txn = producer.v3_and_below_transactional_id
+        topics = producer.v3_and_below_topics
         if not ctx.check(header, WRITE, TXN, txn):
             self._answer(
                 session,
                 header,
-                request,
+                producer,
                 topics,
                 lambda name, partition: ErrorCode.transactional_id_authorization_failed,
             )
@@ -101,21 +151,33 @@ class AddPartitionsToTxnHandler(ApiHandler):
         # does not have get 3 and the rest 55, so the proxy asks which exist (Kafka reads its
         # metadata cache). The answer keeps its place in the response order meanwhile.
         if not allowed:
-            self._answer(session, header, request, topics, _partition_codes(allowed, None))
+            self._answer(session, header, producer, topics, _partition_codes(allowed, None))
             return
 
         def answer_with(partitions: dict[str, int] | None) -> bytes:
-            body = self._body(header, request, topics, _partition_codes(allowed, partitions))
+            body = self._body(header, producer, topics, _partition_codes(allowed, partitions))
             return encode_response(header.correlation_id, body)
 
         session.answer_later(header, LookUpPartitionCounts(frozenset(allowed)), answer_with)
 
     @classmethod
-    def _answer(cls, session, header, request, topics, code_for) -> None:
+    def _answer(
+        cls,
+        session: ProxySession,
+        header: RequestHeader,
+        request: ProducerAddPartitionsToTxn,
+        topics: Sequence[TxnTopic],
+        code_for: CodeFor,
+    ) -> None:
         answer(session, header, cls._body(header, request, topics, code_for))
 
     @staticmethod
-    def _body(header, request, topics, code_for) -> Any:
+    def _body(
+        header: RequestHeader,
+        request: ProducerAddPartitionsToTxn,
+        topics: Sequence[TxnTopic],
+        code_for: CodeFor,
+    ) -> KioBody:
         """`code_for(topic, partition)` gives each partition's error; a topic's own error is
         that of its first partition (v3 and below have no topic-level code)."""
         mod = response_module(header.api_key, header.api_version)
@@ -144,9 +206,7 @@ class AddPartitionsToTxnHandler(ApiHandler):
         return error_body(header, request, ErrorCode.none, results_by_topic_v3_and_below=results)
 
 
-def _partition_codes(
-    allowed: set[str], partitions: dict[str, int] | None
-) -> Callable[[str, int], ErrorCode]:
+def _partition_codes(allowed: set[str], partitions: dict[str, int] | None) -> CodeFor:
     """Kafka's codes when any partition fails: 29 denied, 3 not in the cluster, else 55.
     `partitions` None: the cluster could not be asked; every allowed partition gets 55."""
 

@@ -10,13 +10,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
-from aclgate.protocol.enforce.base import Whole, answer, error_body, first_denied, forward
+from aclgate.protocol.enforce.base import (
+    KioBody,
+    Whole,
+    answer,
+    error_body,
+    first_denied,
+    forward,
+)
 from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.session import ProxySession
 from aclgate.protocol.versions import response_module
+
+if TYPE_CHECKING:
+    from kio.schema.alter_replica_log_dirs.v1 import request as alter_dirs_v1
+    from kio.schema.alter_replica_log_dirs.v2 import request as alter_dirs_v2
+    from kio.schema.alter_user_scram_credentials.v0 import request as alter_scram_v0
+
+    AlterReplicaLogDirsRequest: TypeAlias = (
+        alter_dirs_v1.AlterReplicaLogDirsRequest | alter_dirs_v2.AlterReplicaLogDirsRequest
+    )
+    AlterUserScramCredentialsRequest: TypeAlias = alter_scram_v0.AlterUserScramCredentialsRequest
 
 
 @dataclass
@@ -24,9 +45,18 @@ class WholeBuilt(Whole):
     """A Whole whose error answer mirrors a request array of another shape: `builder(header,
     request, code)` builds it, as the request's getErrorResponse does in Kafka."""
 
-    builder: Callable[[Any, Any, ErrorCode], Any] = field(kw_only=True)
+    #: (header, request, code) -> the error answer; the request is the row's own API, any
+    #: version (the builders below take their API's requests)
+    builder: Callable[[RequestHeader, KioBody, ErrorCode], KioBody] = field(kw_only=True)
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,
+    ) -> None:
         denied = first_denied(ctx, header, request, self.checks)
         if denied is None:
             forward(session, header, frame)
@@ -34,7 +64,9 @@ class WholeBuilt(Whole):
             answer(session, header, self.builder(header, request, denied.error))
 
 
-def alter_replica_log_dirs_error(header, request, code: ErrorCode) -> Any:
+def alter_replica_log_dirs_error(
+    header: RequestHeader, request: AlterReplicaLogDirsRequest, code: ErrorCode
+) -> KioBody:
     """AlterReplicaLogDirsRequest.getErrorResponse: one topic result per (dir, topic), every
     partition carrying the error."""
     mod = response_module(header.api_key, header.api_version)
@@ -64,7 +96,9 @@ def alter_replica_log_dirs_error(header, request, code: ErrorCode) -> Any:
     return error_body(header, request, code, results=results)
 
 
-def alter_user_scram_credentials_error(header, request, code: ErrorCode) -> Any:
+def alter_user_scram_credentials_error(
+    header: RequestHeader, request: AlterUserScramCredentialsRequest, code: ErrorCode
+) -> KioBody:
     """AlterUserScramCredentialsRequest.getErrorResponse: one result per distinct user of
     deletions and upsertions, sorted by name."""
     mod = response_module(header.api_key, header.api_version)
