@@ -12,14 +12,23 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TypeVar
 
+from kio.schema.create_partitions.v0 import request as cp_v0
+from kio.schema.create_partitions.v1 import request as cp_v1
+from kio.schema.create_partitions.v2 import request as cp_v2
+from kio.schema.create_partitions.v3 import request as cp_v3
+from kio.schema.describe_topic_partitions.v0 import request as dtp_request
+from kio.schema.describe_topic_partitions.v0 import response as dtp_response
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.enforce.base import (
     ApiHandler,
+    KioBody,
     PerEntry,
     answer,
     error_body,
@@ -31,8 +40,22 @@ from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.topics import ZERO
 from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.versions import response_module
+
+#: a CreatePartitions request of any version (each is stripped into its own class)
+CreatePartitionsRequest = TypeVar(
+    "CreatePartitionsRequest",
+    cp_v0.CreatePartitionsRequest,
+    cp_v1.CreatePartitionsRequest,
+    cp_v2.CreatePartitionsRequest,
+    cp_v3.CreatePartitionsRequest,
+)
+
+#: DescribeTopicPartitions has one version (v0); a new one needs these types widened
+DescribeTopicPartitionsRequest = dtp_request.DescribeTopicPartitionsRequest
+DescribeTopicPartitionsResponse = dtp_response.DescribeTopicPartitionsResponse
 
 DESCRIBE, TOPIC, INVALID = AclOperation.DESCRIBE, ResourceType.TOPIC, ErrorCode.invalid_request
 
@@ -43,7 +66,7 @@ class CreatePartitionsHandler(PerEntry):
     """ControllerApis.createPartitions: names given twice are INVALID_REQUEST ("Duplicate
     topic name.", once per name) and never authorized; then ALTER per topic."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(
             array="topics",
             response_array="results",
@@ -57,7 +80,14 @@ class CreatePartitionsHandler(PerEntry):
             "`ALTER TOPIC[name]` per topic"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: CreatePartitionsRequest,
+    ) -> None:
         counts = Counter(t.name for t in request.topics)
         duplicates = [n for n, c in counts.items() if c > 1]
         unique = [t for t in request.topics if counts[t.name] == 1]
@@ -97,9 +127,9 @@ class CreatePartitionsHandler(PerEntry):
 
 @dataclass
 class _TopicPlan:
-    header: Any
+    header: RequestHeader
     all_topics: bool
-    errors: tuple
+    errors: tuple[dtp_response.DescribeTopicPartitionsResponseTopic, ...]
 
 
 class DescribeTopicPartitionsHandler(ApiHandler):
@@ -116,7 +146,14 @@ class DescribeTopicPartitionsHandler(ApiHandler):
             "every topic 42"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: DescribeTopicPartitionsRequest,
+    ) -> None:
         cursor = _open_cursor(ctx, request.cursor)
         if cursor is not request.cursor:
             request = dataclasses.replace(request, cursor=cursor)
@@ -127,7 +164,14 @@ class DescribeTopicPartitionsHandler(ApiHandler):
         else:
             self._named(session, ctx, header, frame, request)
 
-    def _named(self, session, ctx, header, frame, request) -> None:
+    def _named(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: DescribeTopicPartitionsRequest,
+    ) -> None:
         """Explicit topics: only names at or after the cursor are described (and checked)."""
         cursor = request.cursor
         names = sorted(
@@ -140,7 +184,8 @@ class DescribeTopicPartitionsHandler(ApiHandler):
                 forward(session, header, frame)
             return
         mod = response_module(header.api_key, header.api_version)
-        allowed, errors = set(), []
+        allowed: set[str] = set()
+        errors: list[dtp_response.DescribeTopicPartitionsResponseTopic] = []
         for name in names:
             if ctx.check(header, DESCRIBE, TOPIC, name):
                 allowed.add(name)
@@ -163,7 +208,9 @@ class DescribeTopicPartitionsHandler(ApiHandler):
         forward(session, header, frame, WithState(_describe_topic_partitions_answer, plan))
 
     @staticmethod
-    def _all(header, request, code: ErrorCode) -> Any:
+    def _all(
+        header: RequestHeader, request: DescribeTopicPartitionsRequest, code: ErrorCode
+    ) -> KioBody:
         """DescribeTopicPartitionsRequest.getErrorResponse."""
         mod = response_module(header.api_key, header.api_version)
         return error_body(
@@ -174,17 +221,21 @@ class DescribeTopicPartitionsHandler(ApiHandler):
         )
 
 
-def _open_cursor(ctx: AuthContext, cursor: Any) -> Any:
+def _open_cursor(ctx: AuthContext, cursor: dtp_request.Cursor | None) -> dtp_request.Cursor | None:
     """The real cursor behind a sealed one; any other cursor (a real name, a token altered or
     sealed under another key) as it is: the broker then pages on from a name that is no topic."""
     seal = ctx.policy.cursors
-    opened = seal.open(cursor.topic_name) if cursor is not None and seal is not None else None
+    if cursor is None or seal is None:
+        return cursor
+    opened = seal.open(cursor.topic_name)
     if opened is None:
         return cursor
-    return dataclasses.replace(cursor, topic_name=opened[0], partition_index=i32(opened[1]))
+    return dataclasses.replace(
+        cursor, topic_name=TopicName(opened[0]), partition_index=i32(opened[1])
+    )
 
 
-def _sealed_cursor(ctx: AuthContext, cursor: Any) -> Any:
+def _sealed_cursor(ctx: AuthContext, cursor: dtp_response.Cursor) -> dtp_response.Cursor:
     """`cursor` with its hidden topic name sealed into a token (partition 0 on the wire)."""
     seal = ctx.policy.cursors
     if seal is None:  # fail closed: the connection closes (internal error), the name stays hidden
@@ -193,19 +244,22 @@ def _sealed_cursor(ctx: AuthContext, cursor: Any) -> Any:
         )
     return dataclasses.replace(
         cursor,
-        topic_name=seal.seal(cursor.topic_name, cursor.partition_index),
+        topic_name=TopicName(seal.seal(cursor.topic_name, cursor.partition_index)),
         partition_index=i32(0),
     )
 
 
-def _dtp_topic(mod, code: ErrorCode, name: str) -> Any:
-    return build(
+def _dtp_topic(
+    mod: ModuleType, code: ErrorCode, name: str
+) -> dtp_response.DescribeTopicPartitionsResponseTopic:
+    topic: dtp_response.DescribeTopicPartitionsResponseTopic = build(
         mod.DescribeTopicPartitionsResponseTopic,
         code,
         None,
         None,
         {"name": name, "topic_id": ZERO, "is_internal": False, "partitions": ()},
     )
+    return topic
 
 
 def _describe_topic_partitions_answer(
@@ -213,8 +267,8 @@ def _describe_topic_partitions_answer(
 ) -> bytes:
     ctx = session.context
 
-    def merge(body):
-        topics = []
+    def merge(body: DescribeTopicPartitionsResponse) -> DescribeTopicPartitionsResponse:
+        topics: list[dtp_response.DescribeTopicPartitionsResponseTopic] = []
         for t in body.topics:
             ctx.policy.topic_ids.learn(t.topic_id, t.name)
             if t.name is None:
@@ -224,7 +278,7 @@ def _describe_topic_partitions_answer(
                 continue
             if ctx.enforcing:
                 t = dataclasses.replace(
-                    t, topic_authorized_operations=ctx.authorized_operations(TOPIC, t.name)
+                    t, topic_authorized_operations=i32(ctx.authorized_operations(TOPIC, t.name))
                 )
             topics.append(t)
         cursor = body.next_cursor
