@@ -241,3 +241,62 @@ def recognise_shapes(acls: list[dict]) -> dict[str, dict[str, object]]:
             "other": other,
         }
     return out
+
+
+def removals(
+    acls: list[dict],
+    keys: Iterable[Key],
+    candidates: list[dict],
+    super_users: tuple[str, ...] = (),
+    allow_everyone_if_no_acl_found: bool = False,
+) -> list[dict]:
+    """The candidates (in order) that can be removed together without changing the verdict of
+    any observed key: each is taken out only if every key on a resource it affects is still
+    decided the same way without it and the ones taken out before it. So of two ACLs that
+    cover each other, the first goes and the second stays, as the keys they both decide would
+    change otherwise (an unused ACL, too, can matter: with allow.everyone.if.no.acl.found it
+    may be the only ACL on a resource)."""
+    from aclgate.authz.authorizer import Authorizer
+    from aclgate.authz.model import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        PatternType,
+        ResourceType,
+    )
+
+    authorizer = Authorizer(
+        super_users=super_users, allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found
+    )
+    authorizer.load([AclBinding.from_dict(a) for a in acls])
+
+    def ask(k: Key) -> bool:
+        return authorizer.authorize(
+            k.principal,
+            k.host,
+            AclOperation[k.operation],
+            ResourceType[k.resource_type],
+            k.resource_name,
+        ).allowed
+
+    by_type: dict[str, list[Key]] = defaultdict(list)
+    for k in keys:
+        if k.operation in AclOperation.__members__ and k.resource_type in ResourceType.__members__:
+            by_type[k.resource_type].append(k)
+    verdict = {k: ask(k) for group in by_type.values() for k in group}
+    removed = []
+    for entry in candidates:
+        acl = AclBinding.from_dict(entry)
+        affected = [
+            k
+            for k in by_type.get(acl.resource_type.name, ())
+            if AclBindingFilter(
+                acl.resource_type, k.resource_name, PatternType.MATCH
+            ).matches_pattern(acl)
+        ]
+        authorizer.update(remove=[acl])
+        if all(ask(k) == verdict[k] for k in affected):
+            removed.append(entry)
+        else:
+            authorizer.update(add=[acl])
+    return removed

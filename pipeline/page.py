@@ -169,6 +169,7 @@ def _acl_usage(usage: dict[str, Any] | None) -> str:
         [
             ("ACLs in the file", usage["acls"], ""),
             ("used", usage["used"], "allowed"),
+            ("redundant (covered by another)", usage.get("redundant", 0), "dry"),
             ("unused in the window", usage["unused"], "dry"),
             ("deciding ACLs not in the file", usage["not_in_acl_file"], "muted"),
         ]
@@ -194,6 +195,26 @@ def _acl_usage(usage: dict[str, Any] | None) -> str:
             for r in usage.get("unused_acls", [])
         ],
     )
+    redundant = _table(
+        ["ACL", "named decisions", "decides", "also decided by"],
+        [
+            (
+                acl_label(r),
+                r["decisions"],
+                r["would_decide"],
+                ", ".join(acl_label(c) for c in r["covered_by"][:2]),
+            )
+            for r in usage.get("redundant_acls", [])
+        ],
+        {1, 2},
+    )
+    removable = _table(
+        ["ACL", "status", "still decided by"],
+        [
+            (acl_label(r), r["status"], acl_label(r["covered_by"]) if r["covered_by"] else "")
+            for r in usage.get("removable", [])
+        ],
+    )
     missing = ""
     if usage.get("not_in_acl_file_acls"):
         missing = "<h3>ACLs that decided but are not in the file</h3>" + _table(
@@ -204,10 +225,13 @@ def _acl_usage(usage: dict[str, Any] | None) -> str:
     return (
         "<section><h2>ACL usage</h2>"
         f"{tiles}<h3>Most used ACLs (decisions)</h3>{used}"
-        f"<h3>Unused ACLs (decided nothing in the window)</h3>{unused}{missing}"
-        '<p class="note">The audit names one deciding ACL per decision; an ACL listed as unused may be '
-        "shadowed by an equivalent one. <code>aclgate whatif</code> with it removed shows whether "
-        "anything would break.</p></section>"
+        f"<h3>Unused ACLs (decided nothing in the window)</h3>{unused}"
+        f"<h3>Redundant ACLs (every request they decide, another ACL decides the same way)</h3>"
+        f"{redundant}<h3>Can be removed together (no decision of the window changes)</h3>"
+        f"{removable}{missing}"
+        '<p class="note">The audit names one deciding ACL per decision; every request is asked '
+        "again for all the ACLs that decide it. A redundant ACL can go alone, not with the ACL "
+        "that covers it: the removal list never holds both.</p></section>"
     )
 
 

@@ -5,7 +5,8 @@ Output layout under --out (see docs/pipeline.md):
   access/           Parquet: principal, host, operation, resource, decision, count, first/last seen
   denied/parquet/   Parquet: denied request shapes, enforced or dry-run, client id, API
   denied/csv/       the same as one CSV file with a header
-  acl_usage/        Parquet, with --acl-file: every ACL's decisions, and which are unused
+  acl_usage/        Parquet, with --acl-file: every ACL's decisions and status (used,
+                    redundant with the covering ACLs, unused)
   whatif/           with --candidate-acl-file: the what-if outputs (see whatif.py)
   malformed/        JSON Lines, when malformed lines exist: file, line, reason, text
   report.html       the page a person reads
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aclgate.pipeline.acl_usage import acl_usage_table, usage_summary
+from aclgate.pipeline.acl_usage import acl_usage_table, removal_plan, usage_summary
 from aclgate.pipeline.acls import load_acls
 from aclgate.pipeline.aggregate import (
     access_table,
@@ -96,9 +97,11 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
             progress.step(
                 f"matching decisions with the {len(acls.entries)} ACL(s) of {acls.source}"
             )
-            usage = acl_usage_table(spark, base, acls).cache()
+            policy = Policy(acls.text, tuple(opts.super_users), opts.allow_everyone_if_no_acl_found)
+            usage = acl_usage_table(spark, base, acls, policy).cache()
             write_parquet(usage, out / "acl_usage")
             summary["acl_usage"] = {"acl_file": acls.source, **usage_summary(usage)}
+            summary["acl_usage"]["removable"] = removal_plan(usage, base, acls, policy)
             usage.unpersist()
 
         whatif = None

@@ -57,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
         )
         if summary["acl_usage"]:
             u = summary["acl_usage"]
-            print(f"ACLs: {u['acls']} in the file, {u['unused']} unused in the window")
+            print(
+                f"ACLs: {u['acls']} in the file, {u['unused']} unused and {u['redundant']} "
+                f"redundant in the window, {len(u['removable'])} removable together"
+            )
         if summary["whatif"]:
             w = summary["whatif"]
             print(
