@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import uuid
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -11,6 +14,7 @@ from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.addresses import rewrite_describe_cluster
 from aclgate.protocol.enforce.base import (
     ApiHandler,
+    KioBody,
     answer,
     error_body,
     forward,
@@ -18,11 +22,46 @@ from aclgate.protocol.enforce.base import (
     reencode_request,
 )
 from aclgate.protocol.enforce.build import build
-from aclgate.protocol.enforce.context import NOT_REQUESTED
+from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext
 from aclgate.protocol.enforce.topics import ZERO, resolve
 from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.versions import response_module
+
+if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
+    from _typeshed import DataclassInstance
+
+    class NamedTopic(Protocol):
+        @property
+        def name(self) -> str: ...
+
+    class CreateTopicsRequest(DataclassInstance, Protocol):
+        """What the handler reads of a CreateTopics request, every version."""
+
+        @property
+        def topics(self) -> Sequence[NamedTopic]: ...
+
+    class CreatedTopic(DataclassInstance, Protocol):
+        @property
+        def name(self) -> str: ...
+        @property
+        def error_code(self) -> ErrorCode: ...
+
+    class CreateTopicsAnswer(DataclassInstance, Protocol):
+        @property
+        def topics(self) -> Sequence[CreatedTopic]: ...
+
+
+class DescribeClusterRequest(Protocol):
+    """What the handler reads of a DescribeCluster request, every version."""
+
+    @property
+    def include_cluster_authorized_operations(self) -> bool: ...
+
+
+#: a DeleteTopics entry as (name, id): v1-5 name topics only, v6 either
+TopicRef = tuple[str | None, uuid.UUID | None]
 
 CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS = (
     AclOperation.CREATE,
@@ -49,7 +88,14 @@ class CreateTopicsHandler(ApiHandler):
             "and __cluster_metadata are INVALID_REQUEST before authorization"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: CreateTopicsRequest,
+    ) -> None:
         mod = response_module(header.api_key, header.api_version)
         seen: dict[str, int] = {}
         for t in request.topics:
@@ -63,7 +109,7 @@ class CreateTopicsHandler(ApiHandler):
         hidden_configs = {
             n for n in candidates if not ctx.check(header, DESCRIBE_CONFIGS, TOPIC, n, False)
         }
-        errors = []
+        errors: list[KioBody] = []
         for name in sorted(duplicates):
             errors.append(
                 self._result(mod, name, ErrorCode.invalid_request, "Duplicate topic name.")
@@ -88,7 +134,7 @@ class CreateTopicsHandler(ApiHandler):
                 session, header, error_body(header, request, ErrorCode.none, topics=tuple(errors))
             )
             return
-        body = frame
+        body: Frame = frame
         if len(kept) != len(request.topics):
             body = reencode_request(frame, header, dataclasses.replace(request, topics=tuple(kept)))
         if not errors and not hidden_configs and header.api_version < 7:
@@ -99,7 +145,7 @@ class CreateTopicsHandler(ApiHandler):
         )
 
     @staticmethod
-    def _result(mod, name: str, code: ErrorCode, message: str):
+    def _result(mod: ModuleType, name: str, code: ErrorCode, message: str) -> KioBody:
         return build(
             mod.CreatableTopicResult,
             code,
@@ -116,13 +162,13 @@ class CreateTopicsHandler(ApiHandler):
 
 
 def _create_topics_answer(
-    session: ProxySession, slot: Slot, frame: Frame, denied: tuple[tuple[Any, ...], set[str]]
+    session: ProxySession, slot: Slot, frame: Frame, denied: tuple[tuple[KioBody, ...], set[str]]
 ) -> bytes:
     ctx = session.context
     errors, hidden = denied
 
-    def merge(body):
-        topics = []
+    def merge(body: CreateTopicsAnswer) -> CreateTopicsAnswer:
+        topics: list[CreatedTopic] = []
         for t in body.topics:
             ctx.policy.topic_ids.learn(getattr(t, "topic_id", None), t.name)
             if t.name in hidden and t.error_code == ErrorCode.none and slot.api_version >= 5:
@@ -153,25 +199,37 @@ class DeleteTopicsHandler(ApiHandler):
             "ids, get 42 INVALID_REQUEST"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,  # v1-5 list `topic_names`, v6 `topics`: typed below by version
+    ) -> None:
         if ctx.check_cluster(header, DELETE, log_if_denied=False):
             forward(session, header, frame)
             return
         mod = response_module(header.api_key, header.api_version)
         entries = request.topic_names if header.api_version < 6 else request.topics
-        invalid, names, ids = self._validate(mod, header.api_version, entries)
+        refs: list[TopicRef] = (
+            [(name, None) for name in entries]
+            if header.api_version < 6
+            else [(t.name, t.topic_id) for t in entries]
+        )
+        invalid, names, ids = self._validate(mod, refs)
         id_names = resolve(ctx.policy.topic_ids, ctx.looked_up, ids) if ids else {}
         checked = list(dict.fromkeys([*names, *(n for n in id_names.values() if n is not None)]))
         described = {n: ctx.check(header, DESCRIBE, TOPIC, n) for n in checked}
         deletable = {n: ctx.check(header, DELETE, TOPIC, n) for n in checked}
         errors_list = list(invalid)
-        kept_names = set()
+        kept_names: set[str] = set()
         for name in names:
             if described[name] and deletable[name]:
                 kept_names.add(name)
             else:
                 errors_list.append(self._result(mod, name, None))
-        kept_ids = set()
+        kept_ids: set[uuid.UUID] = set()
         for topic_id in ids:
             id_name = id_names.get(topic_id)
             if id_name is None:
@@ -210,16 +268,17 @@ class DeleteTopicsHandler(ApiHandler):
         )
 
     @classmethod
-    def _validate(cls, mod, version: int, entries) -> tuple[list, list[str], list]:
+    def _validate(
+        cls, mod: ModuleType, refs: Sequence[TopicRef]
+    ) -> tuple[list[KioBody], list[str], list[uuid.UUID]]:
         """Kafka's checks before authorization: an entry with neither or both of name and
         id, and every duplicated name or id, is INVALID_REQUEST whatever the ACLs say (and
         a duplicated one is not deleted at all). Returns those results and the unique names
         and ids left to authorize."""
-        invalid: list = []
+        invalid: list[KioBody] = []
         names: dict[str, int] = {}
-        ids: dict = {}
-        for entry in entries:
-            name, topic_id = (entry, None) if version < 6 else (entry.name, entry.topic_id)
+        ids: dict[uuid.UUID, int] = {}
+        for name, topic_id in refs:
             has_id = topic_id not in (None, ZERO)
             if name is None and not has_id:
                 invalid.append(
@@ -234,6 +293,7 @@ class DeleteTopicsHandler(ApiHandler):
             elif name is not None:
                 names[name] = names.get(name, 0) + 1
             else:
+                assert topic_id is not None  # has_id
                 ids[topic_id] = ids.get(topic_id, 0) + 1
         invalid += [
             cls._invalid(mod, n, None, "Duplicate topic name.") for n, c in names.items() if c > 1
@@ -248,7 +308,9 @@ class DeleteTopicsHandler(ApiHandler):
         )
 
     @staticmethod
-    def _invalid(mod, name, topic_id, message: str):
+    def _invalid(
+        mod: ModuleType, name: str | None, topic_id: uuid.UUID | None, message: str
+    ) -> KioBody:
         return build(
             mod.DeletableTopicResult,
             ErrorCode.invalid_request,
@@ -258,7 +320,12 @@ class DeleteTopicsHandler(ApiHandler):
         )
 
     @staticmethod
-    def _result(mod, name, topic_id, code: ErrorCode = DENIED):
+    def _result(
+        mod: ModuleType,
+        name: str | None,
+        topic_id: uuid.UUID | None,
+        code: ErrorCode = DENIED,
+    ) -> KioBody:
         return build(
             mod.DeletableTopicResult, code, None, None, {"name": name, "topic_id": topic_id}
         )
@@ -271,7 +338,15 @@ class DescribeClusterHandler(ApiHandler):
             "bitfield for the client (0 if denied)"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: DescribeClusterRequest,
+    ) -> None:
+        ops: int | None
         if request.include_cluster_authorized_operations and ctx.enforcing:
             if ctx.check_cluster(header, DESCRIBE):
                 ops = ctx.authorized_operations(CLUSTER, CLUSTER_NAME)

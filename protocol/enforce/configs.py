@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from aclgate.protocol.addresses import BrokerDirectory
 from aclgate.protocol.enforce.base import (
     DENIED_CODE,
     ApiHandler,
+    KioBody,
     answer,
     error_body,
     forward,
@@ -32,10 +36,76 @@ from aclgate.protocol.enforce.base import (
     reencode_request,
 )
 from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.messages import DEFAULT_MESSAGES
 from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.versions import response_module
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+class ConfigResource(Protocol):
+    """A config resource as every version of the three APIs names it."""
+
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+
+
+class ConfigValue(Protocol):
+    """A config of an AlterConfigs / IncrementalAlterConfigs resource."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> str | None: ...
+
+
+class AlteredResource(ConfigResource, Protocol):
+    @property
+    def configs(self) -> Sequence[ConfigValue]: ...
+
+
+if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
+
+    class DescribeConfigsRequest(DataclassInstance, Protocol):
+        @property
+        def resources(self) -> Sequence[ConfigResource]: ...
+
+    class AlterConfigsRequest(DataclassInstance, Protocol):
+        @property
+        def resources(self) -> Sequence[AlteredResource]: ...
+
+    class ConfigSynonym(DataclassInstance, Protocol):
+        @property
+        def name(self) -> str: ...
+        @property
+        def value(self) -> str | None: ...
+
+    class DescribedConfig(ConfigSynonym, Protocol):
+        @property
+        def synonyms(self) -> Sequence[ConfigSynonym] | None: ...
+
+    class DescribedResource(ConfigResource, DataclassInstance, Protocol):
+        @property
+        def configs(self) -> Sequence[DescribedConfig] | None: ...
+
+    class DescribeConfigsAnswer(DataclassInstance, Protocol):
+        @property
+        def results(self) -> Sequence[DescribedResource]: ...
+
+    class AlterConfigsAnswer(DataclassInstance, Protocol):
+        @property
+        def responses(self) -> Sequence[ConfigResource]: ...
+
+
+#: the alter answers decided locally: each request resource's (type, name) in order, and the
+#: proxy's answer by position
+AlterPlan = tuple[tuple[tuple[int, str], ...], dict[int, KioBody]]
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -72,9 +142,10 @@ ADDRESS_CONFIGS = frozenset(
 _HOST_PORT = re.compile(r":\d{1,5}\b")
 
 
-def real_addresses(directory: Any) -> frozenset[str]:
-    """`host:port` (and `[host]:port`) of every upstream node the proxy has seen."""
-    known = getattr(directory, "upstream", None) or {}
+def real_addresses(directory: BrokerDirectory | None) -> frozenset[str]:
+    """`host:port` (and `[host]:port`) of every upstream node the proxy has seen (the IO
+    layer's directory keeps them as `upstream`, node id -> (host, port))."""
+    known: Mapping[int, tuple[str, int]] = getattr(directory, "upstream", None) or {}
     out = set()
     for host, port in known.values():
         out.add(f"{host}:{port}")
@@ -95,7 +166,7 @@ def leaks_address(name: str, value: str | None, real: frozenset[str]) -> bool:
     return any(address in value for address in real)
 
 
-def redact_config(entry: Any, real: frozenset[str]) -> Any:
+def redact_config(entry: DescribedConfig, real: frozenset[str]) -> DescribedConfig:
     """Kafka's sensitive-config shape (null value, synonyms' values null) for address values."""
     synonyms = tuple(entry.synonyms or ())
     if not leaks_address(entry.name, entry.value, real) and not any(
@@ -110,7 +181,7 @@ def redact_config(entry: Any, real: frozenset[str]) -> Any:
     )
 
 
-def redact_result(result: Any, real: frozenset[str]) -> Any:
+def redact_result(result: DescribedResource, real: frozenset[str]) -> DescribedResource:
     if result.resource_type != BROKER_CONFIG or not result.configs:
         return result
     return dataclasses.replace(
@@ -132,9 +203,17 @@ class DescribeConfigsHandler(ApiHandler):
             "every resource 42"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: DescribeConfigsRequest,
+    ) -> None:
         mod = response_module(header.api_key, header.api_version)
-        allowed, errors = [], []
+        allowed: list[ConfigResource] = []
+        errors: list[KioBody] = []
         for resource in request.resources:
             target = config_target(resource.resource_type, resource.resource_name)
             if target is None:  # Kafka throws InvalidRequestException: the whole request fails
@@ -153,7 +232,7 @@ class DescribeConfigsHandler(ApiHandler):
             )
             return
         redact = any(r.resource_type == BROKER_CONFIG for r in allowed)
-        body = frame
+        body: Frame = frame
         if errors:
             body = reencode_request(
                 frame, header, dataclasses.replace(request, resources=tuple(allowed))
@@ -164,13 +243,13 @@ class DescribeConfigsHandler(ApiHandler):
         forward(session, header, body, WithState(_describe_configs_answer, tuple(errors)))
 
     @staticmethod
-    def _all_invalid(header, request) -> Any:
+    def _all_invalid(header: RequestHeader, request: DescribeConfigsRequest) -> KioBody:
         mod = response_module(header.api_key, header.api_version)
         results = tuple(_describe_error(mod, r, INVALID) for r in request.resources)
         return error_body(header, request, ErrorCode.none, results=results)
 
 
-def _describe_error(mod, resource, code: ErrorCode) -> Any:
+def _describe_error(mod: ModuleType, resource: ConfigResource, code: ErrorCode) -> KioBody:
     """{error, its default message, type, name, no configs}, as ConfigHelper answers it."""
     return build(
         mod.DescribeConfigsResult,
@@ -182,12 +261,11 @@ def _describe_error(mod, resource, code: ErrorCode) -> Any:
 
 
 def _describe_configs_answer(
-    session: ProxySession, slot: Slot, frame: Frame, errors: tuple[Any, ...]
+    session: ProxySession, slot: Slot, frame: Frame, errors: tuple[KioBody, ...]
 ) -> bytes:
     real = real_addresses(session.config.directory)
-    errors = errors
 
-    def merge(body):
+    def merge(body: DescribeConfigsAnswer) -> DescribeConfigsAnswer:
         results = tuple(redact_result(r, real) for r in body.results)
         return dataclasses.replace(body, results=results + errors)
 
@@ -220,7 +298,14 @@ class AlterConfigsHandler(ApiHandler):
             "`ALTER_CONFIGS GROUP[resource_name]` (30); " + logger + "answers in request order"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: AlterConfigsRequest,
+    ) -> None:
         mod = response_module(header.api_key, header.api_version)
         resources = tuple(request.resources)
         local = self._prevalidate(mod, resources)
@@ -239,12 +324,15 @@ class AlterConfigsHandler(ApiHandler):
             return
         stripped = reencode_request(frame, header, dataclasses.replace(request, resources=kept))
         keys = tuple((int(r.resource_type), r.resource_name) for r in resources)
-        forward(session, header, stripped, WithState(_reassemble_alter_configs, (keys, local)))
+        plan: AlterPlan = (keys, local)
+        forward(session, header, stripped, WithState(_reassemble_alter_configs, plan))
 
-    def _prevalidate(self, mod, resources: tuple) -> dict[int, Any]:
+    def _prevalidate(
+        self, mod: ModuleType, resources: tuple[AlteredResource, ...]
+    ) -> dict[int, KioBody]:
         """Position -> INVALID_REQUEST answer, for the resources the broker rejects before
         any authorization (ConfigAdminManager.preprocess)."""
-        local: dict[int, Any] = {}
+        local: dict[int, KioBody] = {}
         positions: dict[tuple[int, str], list[int]] = {}
         for i, r in enumerate(resources):
             positions.setdefault((int(r.resource_type), r.resource_name), []).append(i)
@@ -261,7 +349,9 @@ class AlterConfigsHandler(ApiHandler):
         return local
 
     @staticmethod
-    def _denied(ctx, header, mod, resource) -> Any | None:
+    def _denied(
+        ctx: AuthContext, header: RequestHeader, mod: ModuleType, resource: ConfigResource
+    ) -> KioBody | None:
         """The answer to a resource the principal may not alter, or None when allowed."""
         target = config_target(resource.resource_type, resource.resource_name)
         if target is None:  # never: _prevalidate answers unknown types first
@@ -274,7 +364,7 @@ class AlterConfigsHandler(ApiHandler):
         message = None if resource.resource_type == BROKER_LOGGER else DEFAULT_MESSAGES[int(code)]
         return _alter_result(mod, resource, code, message)
 
-    def _invalid(self, resource) -> str | None:
+    def _invalid(self, resource: AlteredResource) -> str | None:
         """ConfigAdminManager.preprocess's checks that need no broker state, in its order."""
         names = [c.name for c in resource.configs]
         if len(set(names)) != len(names):
@@ -295,20 +385,22 @@ class AlterConfigsHandler(ApiHandler):
         return f"Unknown resource type {int(resource.resource_type)}"
 
 
-def _alter_result(mod, resource, code: ErrorCode, message: str | None) -> Any:
+def _alter_result(
+    mod: ModuleType, resource: ConfigResource, code: ErrorCode, message: str | None
+) -> KioBody:
     return build(mod.AlterConfigsResourceResponse, code, resource, None, {"error_message": message})
 
 
 def _reassemble_alter_configs(
-    session: ProxySession, slot: Slot, frame: Frame, parts: tuple[Any, ...]
+    session: ProxySession, slot: Slot, frame: Frame, parts: AlterPlan
 ) -> bytes:
     """ConfigAdminManager.reassemble*Response: one answer per request resource, in order."""
     keys, local = parts
     mod = response_module(slot.api_key, slot.api_version)
 
-    def merge(body):
+    def merge(body: AlterConfigsAnswer) -> AlterConfigsAnswer:
         upstream = {(int(r.resource_type), r.resource_name): r for r in body.responses}
-        out = []
+        out: list[KioBody] = []
         for i, key in enumerate(keys):
             if i in local:
                 out.append(local[i])

@@ -17,14 +17,21 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict, deque
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from types import ModuleType
+from typing import TypeVar
 
+from kio.schema.describe_transactions.v0 import request as dt_request
+from kio.schema.describe_transactions.v0 import response as dt_response
 from kio.schema.errors import ErrorCode
+from kio.schema.list_transactions.v0 import response as lt_v0
+from kio.schema.list_transactions.v1 import response as lt_v1
+from kio.schema.list_transactions.v2 import response as lt_v2
 from kio.static.primitive import TZAware, i16, i32Timedelta, i64
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.enforce.base import (
     ApiHandler,
+    KioBody,
     answer,
     error_body,
     forward,
@@ -32,6 +39,7 @@ from aclgate.protocol.enforce.base import (
     reencode_request,
 )
 from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
@@ -42,11 +50,25 @@ TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
 DENIED = ErrorCode.transactional_id_authorization_failed
 _EPOCH = datetime.fromtimestamp(0, UTC)
 
+#: DescribeTransactions has one version (v0); a new one needs these types widened
+DescribeTransactionsRequest = dt_request.DescribeTransactionsRequest
+DescribeTransactionsResponse = dt_response.DescribeTransactionsResponse
+TransactionState = dt_response.TransactionState
+#: what a DescribeTransactions handler decided: (request header, ids asked, allowed per id)
+Decided = tuple[RequestHeader, tuple[str, ...], list[bool]]
+#: a ListTransactions answer of any version (each is filtered into its own class)
+ListTransactionsResponse = TypeVar(
+    "ListTransactionsResponse",
+    lt_v0.ListTransactionsResponse,
+    lt_v1.ListTransactionsResponse,
+    lt_v2.ListTransactionsResponse,
+)
 
-def _denied_state(mod, transactional_id: str) -> Any:
+
+def _denied_state(mod: ModuleType, transactional_id: str) -> TransactionState:
     """KafkaApis' denied TransactionState: the id and the error, every other field its Java
     default (zeros, empty state, no topics)."""
-    return build(
+    state: TransactionState = build(
         mod.TransactionState,
         DENIED,
         None,
@@ -61,6 +83,7 @@ def _denied_state(mod, transactional_id: str) -> Any:
             "topics": (),
         },
     )
+    return state
 
 
 class DescribeTransactionsHandler(ApiHandler):
@@ -72,7 +95,14 @@ class DescribeTransactionsHandler(ApiHandler):
             "dropped unless `DESCRIBE TOPIC[topic]`; answers in request order"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: DescribeTransactionsRequest,
+    ) -> None:
         ids = tuple(request.transactional_ids)
         verdict = [ctx.check(header, DESCRIBE, TXN, t) for t in ids]
         allowed = tuple(t for t, ok in zip(ids, verdict, strict=True) if ok)
@@ -85,7 +115,7 @@ class DescribeTransactionsHandler(ApiHandler):
                 error_body(header, request, ErrorCode.none, transaction_states=states),
             )
             return
-        body = frame
+        body: Frame = frame
         if len(allowed) != len(ids):
             body = reencode_request(
                 frame, header, dataclasses.replace(request, transactional_ids=allowed)
@@ -96,23 +126,23 @@ class DescribeTransactionsHandler(ApiHandler):
 
 
 def _describe_transactions_answer(
-    session: ProxySession, slot: Slot, frame: Frame, decided: tuple[Any, ...]
+    session: ProxySession, slot: Slot, frame: Frame, decided: Decided
 ) -> bytes:
     ctx = session.context
     header, ids, verdict = decided
     mod = response_module(slot.api_key, slot.api_version)
 
-    def visible(state):
+    def visible(state: TransactionState) -> TransactionState:
         topics = tuple(t for t in state.topics if ctx.check(header, DESCRIBE, TOPIC, t.topic))
         return (
             state if len(topics) == len(state.topics) else dataclasses.replace(state, topics=topics)
         )
 
-    def merge(body):
-        by_id: dict[str, deque] = defaultdict(deque)
+    def merge(body: DescribeTransactionsResponse) -> DescribeTransactionsResponse:
+        by_id: dict[str, deque[TransactionState]] = defaultdict(deque)
         for state in body.transaction_states:
             by_id[state.transactional_id].append(state)
-        out = []
+        out: list[TransactionState] = []
         for transactional_id, ok in zip(ids, verdict, strict=True):
             if not ok:
                 out.append(_denied_state(mod, transactional_id))
@@ -132,7 +162,14 @@ class ListTransactionsHandler(ApiHandler):
             "`DESCRIBE TRANSACTIONAL_ID[id]` per listed state, denied ones dropped; never an error"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,  # not read: the answer is filtered
+    ) -> None:
         forward(session, header, frame, WithState(_list_transactions_answer, header))
 
 
@@ -142,7 +179,7 @@ def _list_transactions_answer(
     ctx = session.context
     header = request_header
 
-    def merge(body):
+    def merge(body: ListTransactionsResponse) -> ListTransactionsResponse:
         states = tuple(
             s
             for s in body.transaction_states
