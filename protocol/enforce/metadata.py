@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import uuid
+from types import ModuleType
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -35,7 +37,7 @@ from kio.serial.readers import (
 )
 
 from aclgate.authz.model import AclOperation, ResourceType
-from aclgate.protocol.addresses import advertised_brokers, metadata_brokers_span
+from aclgate.protocol.addresses import BrokerDirectory, advertised_brokers, metadata_brokers_span
 from aclgate.protocol.codec import (
     DECODE_ERRORS,
     MalformedResponse,
@@ -44,12 +46,13 @@ from aclgate.protocol.codec import (
     encode_response,
 )
 from aclgate.protocol.effects import AutoCreateTopics
-from aclgate.protocol.enforce.base import ApiHandler, forward, reencode_request
+from aclgate.protocol.enforce.base import ApiHandler, KioBody, forward, reencode_request
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext, ClusterView, NotReady
 from aclgate.protocol.enforce.peek import peek_metadata
 from aclgate.protocol.enforce.topics import ZERO, resolve
 from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.lengths import length_prefix, read_length
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.versions import response_class, response_module
@@ -58,19 +61,21 @@ DESCRIBE, CREATE = AclOperation.DESCRIBE, AclOperation.CREATE
 TOPIC = ResourceType.TOPIC
 _I32 = struct.Struct(">i")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+#: (topic id, name) pairs a rewrite fed the topic id cache (replayed with a memoized answer)
+Learned = list[tuple[uuid.UUID | None, str | None]]
 
 
 @dataclasses.dataclass
 class _Plan:
     """What the response rewrite must do for one forwarded Metadata request."""
 
-    header: Any
+    header: RequestHeader
     all_topics: bool
-    errors: list  # pre-built error entities to append
-    creatable_unknown_to_29: set  # topics that may not be created: map 3 -> 29
+    errors: list[KioBody]  # pre-built MetadataResponseTopic errors to append
+    creatable_unknown_to_29: set[str]  # topics that may not be created: map 3 -> 29
     topic_ops: bool
     cluster_ops: bool
-    create_if_unknown: set = dataclasses.field(default_factory=set)  # 3: create them aside
+    create_if_unknown: set[str] = dataclasses.field(default_factory=set)  # 3: create aside
 
 
 class MetadataHandler(ApiHandler):
@@ -84,7 +89,7 @@ class MetadataHandler(ApiHandler):
             "then the bitfield; topic bitfields computed for the client"
         )
 
-    def __call__(self, session, header, frame) -> None:
+    def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
         """Named topics and nothing more asked (the common case): decide from the peeked
         names; the request is decoded only when a topic is denied. Else the full path."""
         names = peek_metadata(frame, header)
@@ -104,7 +109,17 @@ class MetadataHandler(ApiHandler):
             return
         self.handle(session, ctx, header, frame, decode_request(frame, header), verdict)
 
-    def handle(self, session, ctx, header, frame, request, verdict=None):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        # a Metadata request of v0-13: topic ids (v10+), auto-creation (v4+) and the bitfield
+        # flags exist by version, so they are read with getattr where a version may lack them
+        request: KioBody,
+        verdict: dict[str, bool] | None = None,
+    ) -> None:
         """`verdict` (name -> allowed): the checks `__call__` has already made."""
         v = header.api_version
         topics = request.topics
@@ -137,7 +152,7 @@ class MetadataHandler(ApiHandler):
             if by_id
             else {}
         )
-        kept = []
+        kept: list[KioBody] = []
         counts: dict[str, int] = {}
         for t in topics:
             name = t.name if t.name is not None else names.get(t.topic_id)
@@ -183,7 +198,9 @@ class MetadataHandler(ApiHandler):
             frame = reencode_request(frame, header, request)
         forward(session, header, frame, WithState(rewrite_metadata_answer, plan))
 
-    def _answer_alone(self, session: ProxySession, ctx: AuthContext, header, plan: _Plan) -> bool:
+    def _answer_alone(
+        self, session: ProxySession, ctx: AuthContext, header: RequestHeader, plan: _Plan
+    ) -> bool:
         """Every named topic was refused: answer from the last view of the cluster."""
         view: ClusterView = ctx.policy.cluster_view
         if not view.seen():
@@ -200,7 +217,7 @@ class MetadataHandler(ApiHandler):
             )
             for n, rack in sorted(view.racks.items())
         ]
-        brokers = advertised_brokers(tuple(known), _NoLearn(session.config.directory))
+        brokers = advertised_brokers(tuple(known), _NoLearn(session.config.brokers))
         body = build(
             response_class(header.api_key, v),
             ErrorCode.none,
@@ -220,7 +237,7 @@ class MetadataHandler(ApiHandler):
         return True
 
     @staticmethod
-    def _cluster_ops(ctx: AuthContext, header) -> int:
+    def _cluster_ops(ctx: AuthContext, header: RequestHeader) -> int:
         if ctx.check_cluster(header, DESCRIBE):
             return ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster")
         return 0
@@ -229,17 +246,19 @@ class MetadataHandler(ApiHandler):
 class _NoLearn:
     """Advertise known nodes without recording the placeholder addresses."""
 
-    def __init__(self, directory):
+    def __init__(self, directory: BrokerDirectory):
         self.directory = directory
 
-    def learn(self, node_id, host, port):
+    def learn(self, node_id: int, host: str, port: int) -> None:
         pass
 
-    def advertise(self, node_id):
+    def advertise(self, node_id: int) -> tuple[str, int] | None:
         return self.directory.advertise(node_id)
 
 
-def _topic_error(mod, code: ErrorCode, name: str | None, topic_id) -> Any:
+def _topic_error(
+    mod: ModuleType, code: ErrorCode, name: str | None, topic_id: uuid.UUID | None
+) -> KioBody:
     return build(
         mod.MetadataResponseTopic,
         code,
@@ -258,7 +277,7 @@ def _topic_error(mod, code: ErrorCode, name: str | None, topic_id) -> Any:
 # --------------------------------------------------------------------- response rewriting
 
 
-def _read_string(frame, offset: int, flexible: bool) -> tuple[str | None, int]:
+def _read_string(frame: Frame, offset: int, flexible: bool) -> tuple[str | None, int]:
     reader = read_compact_string_nullable if flexible else read_nullable_legacy_string
     return reader(frame, offset)
 
@@ -288,12 +307,13 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame: Frame, pla
     hit = memo.get((v, getattr(directory, "generation", None), body))
     view: ClusterView = session.context.policy.cluster_view
     if hit is None:
-        learned: list = []
+        learned: Learned = []
         out = _rewrite_answer(session, slot, frame, plan, learned)
         # keyed on the generation after the rewrite: advertising may have bound a port
         key = (v, getattr(directory, "generation", None), body)
         memo.put(key, (out[8:], tuple(learned), view.cluster_id, view.controller_id, view.racks))
         return out
+    rest: bytes  # the memo holds what the branch above put
     rest, learned, view.cluster_id, view.controller_id, view.racks = hit
     learn = session.context.policy.topic_ids.learn
     for topic_id, name in learned:
@@ -302,7 +322,7 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame: Frame, pla
 
 
 def _rewrite_answer(
-    session: ProxySession, slot: Slot, frame: Frame, plan: _Plan, learned: list
+    session: ProxySession, slot: Slot, frame: Frame, plan: _Plan, learned: Learned
 ) -> bytes:
     """The full rewrite; appends the (topic id, name) pairs it fed the id cache to `learned`."""
     ctx: AuthContext = session.context
@@ -365,7 +385,14 @@ def _rewrite_answer(
     return _I32.pack(len(payload)) + payload
 
 
-def _rewrite_topic(ctx: AuthContext, plan: _Plan, mod, topic, raw, v: int) -> bytes | None:
+def _rewrite_topic(
+    ctx: AuthContext,
+    plan: _Plan,
+    mod: ModuleType,
+    topic: KioBody,  # a MetadataResponseTopic of the answer's version
+    raw: Frame,
+    v: int,
+) -> bytes | None:
     """The bytes to keep for one topic entry, or None to drop it."""
     name = topic.name
     if (
