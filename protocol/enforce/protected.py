@@ -1,0 +1,57 @@
+"""Resources no policy can open: topics aclgate keeps for itself (the ACL store's topic, an
+audit topic), denied to everyone but super users whatever the ACLs say.
+
+A prefixed or wildcard ALLOW (`TOPIC:*`, `TOPIC:__`) must not hand out the ACL log: whoever
+could write it could grant themselves anything, whoever could read it would learn the whole
+policy (docs/authz.md, "Protected topics"). The check sits in front of the authorizer, in
+the one call every topic decision goes through (AuthContext), so every API is covered: a
+denied DESCRIBE hides the topic from Metadata, every other operation on it fails as
+unauthorized. A denial is audited with the rule DEFAULT_DENY and no ACL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aclgate.authz.decision import DEFAULT_DENY, Decision
+from aclgate.authz.model import AclOperation, ResourceType
+
+Authorize = Callable[[str, str, AclOperation, ResourceType, str], Decision]
+
+
+def guard(
+    authorize: Authorize, protected: frozenset[str], super_users: frozenset[str]
+) -> Authorize:
+    """`authorize`, with every topic in `protected` denied to all but `super_users`; the
+    very same function when nothing is protected (the hot path pays nothing)."""
+    if not protected:
+        return authorize
+    topic = ResourceType.TOPIC
+
+    def guarded(
+        principal: str,
+        host: str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+    ) -> Decision:
+        if name in protected and resource_type == topic and principal not in super_users:
+            return DEFAULT_DENY
+        return authorize(principal, host, operation, resource_type, name)
+
+    return guarded
+
+
+def is_protected(
+    policy_protected: frozenset[str],
+    super_users: frozenset[str],
+    principal: str,
+    resource_type: ResourceType,
+    name: str,
+) -> bool:
+    """Whether `guard` denies this principal everything on the resource."""
+    return (
+        name in policy_protected
+        and resource_type == ResourceType.TOPIC
+        and principal not in super_users
+    )
