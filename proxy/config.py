@@ -67,6 +67,25 @@ def parse_port_range(value: str) -> tuple[int, int]:
     return lo, hi
 
 
+def parse_workers(value: str | int) -> int:
+    """A worker count, or `auto`: the cores this process may run on (its CPU affinity)."""
+    import os
+
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1
+        )
+    try:
+        count = int(value)
+    except ValueError:
+        raise ConfigError(f"{value!r} is not a number of workers or `auto`") from None
+    if count < 1:
+        raise ConfigError(f"{value!r}: at least 1 worker")
+    return count
+
+
 def parse_api_cap(value: str) -> tuple[int, int]:
     key, sep, version = value.partition("=")
     try:
@@ -258,6 +277,15 @@ class ProxyConfig:
         help="on SIGTERM/SIGINT: stop accepting connections and reading requests, then wait up "
         "to this long for the responses already in flight before closing (default 10; 0: close "
         "at once, losing them)",
+    )
+    workers: int = _setting(
+        1,
+        parse=parse_workers,
+        metavar="N",
+        help="proxy processes sharing every listening port (SO_REUSEPORT), each with its own "
+        "upstream connections, kept running by a supervisor that serves the summed /metrics "
+        "and /readyz; `auto`: one per usable core (default 1: no supervisor). More than 1 "
+        "needs a fixed --listen port and --broker-ports or --node-port (docs/operations.md)",
     )
 
     # ------------------------------------------------------------------------ policy
@@ -527,6 +555,8 @@ class ProxyConfig:
             raise ConfigError(f"node_port: port {self.listen[1]} is also the --listen port")
         if self.broker_ports and self.broker_ports[0] <= self.listen[1] <= self.broker_ports[1]:
             raise ConfigError("broker_ports: the range contains the --listen port")
+        if self.workers > 1:
+            self._validate_workers()
         if self.max_frame_bytes <= 0:
             raise ConfigError("max_frame_bytes must be positive")
         if self.max_in_flight <= 0:
@@ -693,6 +723,18 @@ class ProxyConfig:
             raise ConfigError(
                 "upstream_sasl_login_refresh_window_factor must be between 0.5 and 1.0 "
                 "(as Kafka's sasl.login.refresh.window.factor)"
+            )
+
+    def _validate_workers(self) -> None:
+        """Workers bind their listening ports independently (SO_REUSEPORT): every port must
+        be one all of them compute the same, or clients would be sent to a port only one
+        worker serves."""
+        if self.listen[1] == 0:
+            raise ConfigError("workers: more than 1 worker needs a fixed --listen port, not 0")
+        if self.broker_ports is None and not self.node_port:
+            raise ConfigError(
+                "workers: more than 1 worker needs --broker-ports or --node-port (ephemeral "
+                "per-broker ports would differ between workers)"
             )
 
 

@@ -33,12 +33,15 @@ class NodeDirectory:
         port_range: tuple[int, int] | None,
         open_listener: ListenerOpener,
         reserved: set[int] | None = None,
+        reuse_port: bool = False,
     ):
         self.bind_host = bind_host
         self.client_host = client_host
         self.fixed_ports = dict(fixed_ports)
         self.port_range = port_range
         self.open_listener = open_listener
+        #: SO_REUSEPORT on every port: several workers serve it (proxy/workers.py)
+        self.reuse_port = reuse_port
         self.reserved = set(reserved or ()) | set(self.fixed_ports.values())
         self.upstream: dict[int, tuple[str, int]] = {}
         self.proxy_ports: dict[int, int] = {}
@@ -123,6 +126,8 @@ class NodeDirectory:
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind((self.bind_host, port))
             sock.listen(1024)
             sock.setblocking(False)

@@ -34,6 +34,11 @@ class HealthServer:
             self.server.close()
             await self.server.wait_closed()
 
+    async def answer(self, path: str) -> tuple[int, str, bytes]:
+        """(status, content type, body) for GET `path`; the worker supervisor
+        (proxy/workers.py) answers by asking its workers first."""
+        return self._route(path)
+
     def _route(self, path: str) -> tuple[int, str, bytes]:
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
@@ -54,7 +59,7 @@ class HealthServer:
             if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
                 status, ctype, body = 405, "text/plain", b"only GET\n"
             else:
-                status, ctype, body = self._route(parts[1].split("?", 1)[0])
+                status, ctype, body = await self.answer(parts[1].split("?", 1)[0])
             reason = {
                 200: "OK",
                 404: "Not Found",

@@ -8,10 +8,15 @@ import re
 import sys
 
 
-def configure_logging(level: str = "INFO") -> None:
+def configure_logging(level: str = "INFO", tag: str = "") -> None:
+    """Log lines to stderr; `tag` (e.g. "worker-1 ") goes before the logger name, so the
+    lines of several worker processes sharing one stderr tell which process wrote them."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
+        logging.Formatter(
+            "%(asctime)s %(levelname)-7s " + tag.replace("%", "%%") + "%(name)s: %(message)s",
+            "%Y-%m-%dT%H:%M:%S",
+        )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -45,10 +45,14 @@ log = logging.getLogger("aclgate")
 BOOTSTRAP = "bootstrap"
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
+def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A bound, listening, non-blocking socket; `reuse_port`: shared with the other workers
+    (SO_REUSEPORT, proxy/workers.py), the kernel spreading connections over them."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(1024)
     sock.setblocking(False)
@@ -142,6 +146,7 @@ class ProxyServer:
             port_range=config.broker_ports,
             open_listener=self._open_broker_listener,
             reserved={config.listen[1]},
+            reuse_port=config.workers > 1,
         )
         self.session_config = SessionConfig(
             handlers=handlers(),
@@ -264,11 +269,11 @@ class ProxyServer:
         self._start_fd_budget()
         host, port = self.config.listen
         if self._proxy_before_tls:
-            sock = listening_socket(host, port)
+            sock = listening_socket(host, port, self.directory.reuse_port)
             self._accept_with_proxy_header(sock, BOOTSTRAP, None)
             self.bootstrap_address = sock.getsockname()[:2]
         elif self.security.tls is not None:
-            sock = listening_socket(host, port)
+            sock = listening_socket(host, port, self.directory.reuse_port)
             self._accept_tls(sock, BOOTSTRAP, None)
             self.bootstrap_address = sock.getsockname()[:2]
         else:
@@ -277,6 +282,7 @@ class ProxyServer:
                 host,
                 port,
                 reuse_address=True,
+                reuse_port=self.directory.reuse_port,
                 backlog=1024,
                 ssl=self.security.ssl_context,
             )

@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"aclgate serve: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_level)
+    if config.workers > 1:  # a supervisor of N proxy processes (proxy/workers.py)
+        from aclgate.proxy.workers import supervise
+
+        return supervise(config)
     import uvloop
 
     from aclgate.proxy.server import ProxyServer
