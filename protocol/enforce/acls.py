@@ -12,7 +12,9 @@ as a KRaft broker's AclApis reads its StandardAuthorizer and changes the metadat
   authorizer answers;
 * a request with an UNKNOWN (code 0) type, pattern, operation or permission is one Kafka
   cannot parse: the connection is closed;
-* CreateAcls validates each binding with Kafka's messages (authz/model.py `validate`), then
+* CreateAcls fails as a whole (UNKNOWN_SERVER_ERROR on every entry) when an entry holds a
+  filter-only value (ANY, MATCH): Kafka cannot even build its AclBinding. Otherwise it
+  validates each binding with Kafka's messages (authz/model.py `validate`), then
   the valid ones go to the store as one `StoreAclChange`; DeleteAcls validates each filter,
   reports every ACL each filter matches (KRaft: a binding matched by two filters is reported
   by both) and removes their union as one change. The answer is sent once the store has the
@@ -109,6 +111,29 @@ def _binding(creation: Any) -> AclBinding:
     )
 
 
+def _in_kafkas_words(exc: InvalidAclError, binding: AclBinding) -> InvalidAclError:
+    """The controller's message for a principal without a colon (Kafka 4.x), where the ACL
+    file and the CLI say it as SecurityUtils.parseKafkaPrincipal does."""
+    if exc.field != "principal":
+        return exc
+    return InvalidAclError(
+        "principal",
+        f"Could not parse principal from `{binding.principal}` (no colon is present "
+        "separating the principal type from the principal name)",
+    )
+
+
+def _not_a_binding(creation: Any) -> bool:
+    """What Kafka's ResourcePattern and AccessControlEntry constructors refuse: the filter-only
+    values ANY (resource type, operation, permission) and MATCH/ANY (pattern type)."""
+    return (
+        creation.resource_type == ResourceType.ANY
+        or creation.resource_pattern_type in (PatternType.ANY, PatternType.MATCH)
+        or creation.operation == AclOperation.ANY
+        or creation.permission_type == AclPermissionType.ANY
+    )
+
+
 def _authorized(ctx: AuthContext, header: RequestHeader, operation: AclOperation) -> bool:
     """The cluster check, enforced in every mode (see the module docstring), and reported."""
     decision = ctx.decide(operation, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -168,7 +193,7 @@ class DescribeAclsHandler(ApiHandler):
             body = cls(
                 throttle_time=ZERO_THROTTLE,
                 error_code=ErrorCode.none,
-                error_message=None,
+                error_message="",  # Kafka leaves the field at its default
                 resources=_resources(response_module(header.api_key, header.api_version), bindings),
             )
         answer(session, header, body)
@@ -236,6 +261,11 @@ class CreateAclsHandler(ApiHandler):
         if not ctx.policy.acl_admin:
             answer(session, header, body([(ErrorCode.security_disabled, NO_AUTHORIZER)] * count))
             return
+        if any(_not_a_binding(c) for c in request.creations):
+            # Kafka builds every AclBinding before it validates any: a filter-only value throws
+            # there, and the whole request fails (UNKNOWN_SERVER_ERROR, no message)
+            answer(session, header, body([(ErrorCode.unknown_server_error, None)] * count))
+            return
         bindings = [_binding(c) for c in request.creations]
         errors: list[InvalidAclError | None] = []
         valid: list[AclBinding] = []
@@ -243,13 +273,13 @@ class CreateAclsHandler(ApiHandler):
             try:
                 b.validate()
             except InvalidAclError as exc:
-                errors.append(exc)
+                errors.append(_in_kafkas_words(exc, b))
             else:
                 errors.append(None)
                 valid.append(b)
 
         def outcomes(failure: AclStoreFailure | None) -> Any:
-            stored = (ErrorCode.none, None) if failure is None else _store_error(failure)
+            stored = (ErrorCode.none, "") if failure is None else _store_error(failure)
             return body(
                 [stored if e is None else (ErrorCode.invalid_request, e.message) for e in errors]
             )

@@ -812,6 +812,158 @@ class Client:
             }
         return out
 
+    # ------------------------------------------------------------ ACL admin (keys 29-31)
+    # ACLs are given as (resource type, name, pattern type, principal, host, operation,
+    # permission): enum names, or raw codes (ints) to send what no client would. Names are
+    # the script's logical names, except the cluster's, "*" and "". Error messages are kept
+    # (Kafka's validation messages are part of the behaviour) except with 31: Kafka's own
+    # names internal request details (normalization "messages").
+
+    def _acl_name(self, resource_type: int, name: str | None) -> str | None:
+        if name is None or name in ("", "*") or resource_type == 4:
+            return name
+        return self.t(name)
+
+    @staticmethod
+    def _acl_codes(
+        acl: Sequence[Any],
+    ) -> tuple[int, str | None, int, str | None, str | None, int, int]:
+        from aclgate.authz.model import (
+            AclOperation,
+            AclPermissionType,
+            PatternType,
+            ResourceType,
+        )
+
+        def code(enum: Any, value: Any) -> int:
+            return value if isinstance(value, int) else int(enum[value])
+
+        rtype, name, pattern, principal, host, op, perm = acl
+        return (
+            code(ResourceType, rtype),
+            name,
+            code(PatternType, pattern),
+            principal,
+            host,
+            code(AclOperation, op),
+            code(AclPermissionType, perm),
+        )
+
+    @staticmethod
+    def _acl_text(rtype: int, name: str, pattern: int, principal: str, host: str, op: int,
+                  perm: int) -> str:  # fmt: skip
+        from aclgate.authz.model import (
+            AclOperation,
+            AclPermissionType,
+            PatternType,
+            ResourceType,
+        )
+
+        return (
+            f"{ResourceType(rtype).name}:{PatternType(pattern).name}:{name} {principal}@{host} "
+            f"{AclOperation(op).name} {AclPermissionType(perm).name}"
+        )
+
+    @staticmethod
+    def _acl_error(code: int, message: str | None) -> dict[str, Any]:
+        return {"error": error_name(code), "message": None if code == 31 else message}
+
+    def _acl_request(self, body: Any) -> Any:
+        """The answer, or "CONNECTION_CLOSED" when the target closes on the request."""
+        with _raw_client(self.profile) as client:
+            try:
+                return client.request(body)
+            except (AssertionError, OSError):
+                return "CONNECTION_CLOSED"
+
+    def raw_create_acls(self, creations: Sequence[Sequence[Any]], version: int = 3) -> Any:
+        """CreateAcls: per creation its error and message."""
+        from kio.static.primitive import i8
+
+        from tests.fixtures.rawclient import module, request_entity
+
+        m = module(30, version)
+        entries = []
+        for acl in creations:
+            rtype, name, pattern, principal, host, op, perm = self._acl_codes(acl)
+            entries.append(
+                m.AclCreation(
+                    resource_type=i8(rtype),
+                    resource_name=self._acl_name(rtype, name),
+                    resource_pattern_type=i8(pattern),
+                    principal=principal,
+                    host=host,
+                    operation=i8(op),
+                    permission_type=i8(perm),
+                )
+            )
+        resp = self._acl_request(request_entity(30, version, creations=tuple(entries)))
+        if isinstance(resp, str):
+            return resp
+        return [self._acl_error(int(r.error_code), r.error_message) for r in resp.results]
+
+    def _acl_filter_fields(self, flt: Sequence[Any]) -> dict[str, Any]:
+        from kio.static.primitive import i8
+
+        rtype, name, pattern, principal, host, op, perm = self._acl_codes(flt)
+        return {
+            "resource_type_filter": i8(rtype),
+            "resource_name_filter": self._acl_name(rtype, name),
+            "pattern_type_filter": i8(pattern),
+            "principal_filter": principal,
+            "host_filter": host,
+            "operation": i8(op),
+            "permission_type": i8(perm),
+        }
+
+    def raw_describe_acls(self, flt: Sequence[Any], version: int = 3) -> Any:
+        """DescribeAcls: the error, and the ACLs found, sorted (Kafka answers in hash order)."""
+        from tests.fixtures.rawclient import request_entity
+
+        resp = self._acl_request(request_entity(29, version, **self._acl_filter_fields(flt)))
+        if isinstance(resp, str):
+            return resp
+        found = sorted(
+            self._acl_text(int(r.resource_type), r.resource_name, int(r.pattern_type),
+                           a.principal, a.host, int(a.operation), int(a.permission_type))
+            for r in resp.resources
+            for a in r.acls
+        )  # fmt: skip
+        return {**self._acl_error(int(resp.error_code), resp.error_message), "acls": found}
+
+    def raw_delete_acls(self, filters: Sequence[Sequence[Any]], version: int = 3) -> Any:
+        """DeleteAcls: per filter its error and the ACLs it matched, sorted."""
+        from tests.fixtures.rawclient import module, request_entity
+
+        m = module(31, version)
+        body = request_entity(
+            31,
+            version,
+            filters=tuple(m.DeleteAclsFilter(**self._acl_filter_fields(f)) for f in filters),
+        )
+        resp = self._acl_request(body)
+        if isinstance(resp, str):
+            return resp
+        return [
+            {
+                **self._acl_error(int(r.error_code), r.error_message),
+                "matched": sorted(
+                    self._acl_text(
+                        int(a.resource_type),
+                        a.resource_name,
+                        int(a.pattern_type),
+                        a.principal,
+                        a.host,
+                        int(a.operation),
+                        int(a.permission_type),
+                    )
+                    + ("" if int(a.error_code) == 0 else f" {error_name(int(a.error_code))}")
+                    for a in r.matching_acls
+                ),
+            }
+            for r in resp.filter_results
+        ]
+
     def raw_init_producer_id(self, txn_id: str | None = None) -> str:
         """InitProducerId v4 (idempotent when `txn_id` is None): the error name. With a
         transactional id, FindCoordinator v4 first, as every client does (it also creates

@@ -111,6 +111,15 @@ def open_describe_configs(r: Run) -> None:
     r.step("describe configs of cfg", ANON, lambda c: c.describe_configs("cfg"))
 
 
+def open_acl_admin(r: Run) -> None:
+    """No authorizer on Kafka, no ACL store on aclgate: SECURITY_DISABLED for all three."""
+    acl = ("TOPIC", "orders", "LITERAL", ALICE, "*", "READ", "ALLOW")
+    any_acl = ("ANY", None, "ANY", None, None, "ANY", "ANY")
+    r.step("DescribeAcls", ANON, lambda c: c.raw_describe_acls(any_acl))
+    r.step("CreateAcls", ANON, lambda c: c.raw_create_acls([acl, acl]))
+    r.step("DeleteAcls", ANON, lambda c: c.raw_delete_acls([any_acl]))
+
+
 OPEN: list[Scenario] = [
     Scenario(
         "open-produce-consume",
@@ -132,6 +141,7 @@ OPEN: list[Scenario] = [
         "open-raw-requests", "one Produce and one Fetch request for two topics", open_raw_requests
     ),
     Scenario("open-describe-configs", "DescribeConfigs of a topic", open_describe_configs),
+    Scenario("open-acl-admin", "Describe/Create/DeleteAcls without an authorizer", open_acl_admin),
 ]
 
 
@@ -399,11 +409,183 @@ def deny_next_to_wildcard(r: Run) -> None:
     r.observe("records in shared", lambda o: o.records("shared"))
 
 
+# ACLs as the raw ACL admin steps take them: (type, name, pattern, principal, host, op, perm)
+def _acl(rtype, name, op, principal=ALICE, pattern="LITERAL", perm="ALLOW", host="*"):
+    return (rtype, name, pattern, principal, host, op, perm)
+
+
+def _filter(rtype="ANY", name=None, pattern="ANY", principal=None, host=None, op="ANY",
+            perm="ANY"):  # fmt: skip
+    return (rtype, name, pattern, principal, host, op, perm)
+
+
+ALL_ACLS = _filter()
+
+
+def acl_admin(r: Run) -> None:
+    """Create, describe and delete ACLs through the Admin API (KIP-290 filters), as
+    User:ANONYMOUS holding ALTER and DESCRIBE on the cluster."""
+    r.step(
+        "create: literal, prefixed, wildcard, DENY, host, group, cluster, transactional id",
+        ANON,
+        lambda c: c.raw_create_acls(
+            [
+                _acl("TOPIC", "orders", "READ"),
+                _acl("TOPIC", "orders", "WRITE", principal=BOB),
+                _acl("TOPIC", "ord", "WRITE", principal=BOB, pattern="PREFIXED"),
+                _acl("TOPIC", "*", "DESCRIBE", principal=BOB, perm="DENY"),
+                _acl("TOPIC", "orders", "READ", host="10.0.0.1", perm="DENY"),
+                _acl("GROUP", "g", "READ", principal=EVERYONE),
+                _acl("CLUSTER", "kafka-cluster", "IDEMPOTENT_WRITE", principal=BOB),
+                _acl("TRANSACTIONAL_ID", "tx", "WRITE"),
+            ]
+        ),
+    )
+    r.step(
+        "create: the same again, and one new (v1)",
+        ANON,
+        lambda c: c.raw_create_acls(
+            [_acl("TOPIC", "orders", "READ"), _acl("TOPIC", "audit", "READ")], version=1
+        ),
+    )
+    r.step(
+        "create: a filter-only value (MATCH, ANY) fails the whole request",
+        ANON,
+        lambda c: c.raw_create_acls(
+            [
+                _acl("TOPIC", "pay", "READ"),
+                _acl("TOPIC", "pay", "READ", pattern="MATCH"),
+                _acl("TOPIC", "pay", "READ", pattern="ANY"),
+                _acl("ANY", "pay", "READ"),
+                _acl("TOPIC", "pay", "ANY"),
+                _acl("TOPIC", "pay", "READ", perm="ANY"),
+            ]
+        ),
+    )
+    r.step(
+        "create: invalid entries next to a valid one",
+        ANON,
+        lambda c: c.raw_create_acls(
+            [
+                _acl("CLUSTER", "other", "ALTER"),
+                _acl("TOPIC", "", "READ"),
+                _acl(99, "pay", "READ"),
+                _acl("TOPIC", "pay", "READ", pattern=99),
+                _acl("TOPIC", "pay", 99),
+                _acl("TOPIC", "pay", "READ", perm=99),
+                _acl("TOPIC", "pay", "READ"),
+            ]
+        ),
+    )
+    r.step(
+        "create: odd principals and hosts",
+        ANON,
+        lambda c: c.raw_create_acls(
+            [
+                _acl("TOPIC", "odd", "READ", principal="alice"),
+                _acl("TOPIC", "odd", "READ", principal=""),
+                _acl("TOPIC", "odd", "READ", host=""),
+                _acl("TOPIC", "odd", "READ", principal="Group:ops"),
+            ]
+        ),
+    )
+    r.step("create with an UNKNOWN pattern type", ANON,
+           lambda c: c.raw_create_acls([_acl("TOPIC", "x", "READ", pattern=0)]))  # fmt: skip
+    for doc, flt in [
+        ("all", ALL_ACLS),
+        ("MATCH orders", _filter("TOPIC", "orders", "MATCH")),
+        ("MATCH ord-x (prefixed and wildcard)", _filter("TOPIC", "ord-x", "MATCH")),
+        ("ANY orders", _filter("TOPIC", "orders", "ANY")),
+        ("LITERAL *", _filter("TOPIC", "*", "LITERAL")),
+        ("PREFIXED ord", _filter("TOPIC", "ord", "PREFIXED")),
+        ("principal bob", _filter(principal=BOB)),
+        ("host 10.0.0.1", _filter(host="10.0.0.1")),
+        ("operation WRITE, DENY", _filter(op="WRITE", perm="DENY")),
+        ("MATCH group g", _filter("GROUP", "g", "MATCH")),
+        ("cluster", _filter("CLUSTER")),
+        ("unknown resource type code 99", _filter(99)),
+    ]:
+        r.step(f"describe {doc}", ANON, lambda c, flt=flt: c.raw_describe_acls(flt))
+    r.step("describe (v1), all topics", ANON,
+           lambda c: c.raw_describe_acls(_filter("TOPIC"), version=1))  # fmt: skip
+    r.step("describe with an UNKNOWN operation", ANON,
+           lambda c: c.raw_describe_acls(_filter(op=0)))  # fmt: skip
+    r.step(
+        "delete: overlapping filters, an invalid one, one matching nothing",
+        ANON,
+        lambda c: c.raw_delete_acls(
+            [
+                _filter("TOPIC", "orders", "MATCH", perm="ALLOW"),
+                _filter("TOPIC", "ord", "PREFIXED"),
+                _filter(principal=BOB, op="WRITE"),
+                _filter("TOPIC", "x", 99),
+                _filter(principal="User:nobody"),
+            ]
+        ),
+    )
+    r.step("describe all after the deletion", ANON, lambda c: c.raw_describe_acls(ALL_ACLS))
+    r.step("delete everything but the cluster's", ANON,
+           lambda c: c.raw_delete_acls([_filter("TOPIC"), _filter("GROUP"),
+                                        _filter("TRANSACTIONAL_ID")]))  # fmt: skip
+    r.step(
+        "delete bob's cluster ACL",
+        ANON,
+        lambda c: c.raw_delete_acls([_filter("CLUSTER", op="IDEMPOTENT_WRITE")]),
+    )
+    r.step("delete everything, own rights included", ANON,
+           lambda c: c.raw_delete_acls([ALL_ACLS]))  # fmt: skip
+    r.step("describe: no longer allowed", ANON, lambda c: c.raw_describe_acls(ALL_ACLS))
+    r.step("create: no longer allowed", ANON,
+           lambda c: c.raw_create_acls([_acl("TOPIC", "t", "READ")] * 2))  # fmt: skip
+
+
+def acl_admin_denied(r: Run) -> None:
+    """DESCRIBE on the cluster but not ALTER: listing works, changes are refused."""
+    r.step("describe all", ANON, lambda c: c.raw_describe_acls(ALL_ACLS))
+    r.step("create two", ANON,
+           lambda c: c.raw_create_acls([_acl("TOPIC", "t", "READ"), _acl("GROUP", "g", "READ")]))  # fmt: skip
+    r.step("delete two filters", ANON,
+           lambda c: c.raw_delete_acls([ALL_ACLS, _filter("TOPIC")]))  # fmt: skip
+    r.step("describe all again", ANON, lambda c: c.raw_describe_acls(ALL_ACLS))
+
+
+def acl_admin_no_rights(r: Run) -> None:
+    """Neither DESCRIBE nor ALTER on the cluster (ALTER on a topic is no help)."""
+    r.step("describe all", ANON, lambda c: c.raw_describe_acls(ALL_ACLS))
+    r.step("create", ANON, lambda c: c.raw_create_acls([_acl("TOPIC", "t", "READ")]))
+    r.step("delete", ANON, lambda c: c.raw_delete_acls([ALL_ACLS]))
+
+
 def _idempotent_variant(name: str, doc: str, *acls) -> Scenario:
     return Scenario(f"idempotent-{name}", doc, idempotent, acls=acls)
 
 
 ANON_SCENARIOS: list[Scenario] = [
+    Scenario(
+        "acl-admin",
+        "CreateAcls, DescribeAcls (KIP-290 filters), DeleteAcls with ALTER/DESCRIBE on the cluster",
+        acl_admin,
+        acls=(
+            allow(ANON, "ALTER", "CLUSTER", CLUSTER),
+            allow(ANON, "DESCRIBE", "CLUSTER", CLUSTER),
+            allow(ANON, "READ", "TOPIC", "pre", pattern="PREFIXED"),
+        ),
+    ),
+    Scenario(
+        "acl-admin-describe-only",
+        "DESCRIBE on the cluster, not ALTER: ACL changes refused with 31",
+        acl_admin_denied,
+        acls=(
+            allow(ANON, "DESCRIBE", "CLUSTER", CLUSTER),
+            allow(ALICE, "READ", "TOPIC", "t"),
+        ),
+    ),
+    Scenario(
+        "acl-admin-no-rights",
+        "no cluster rights: the ACL admin APIs refused with 31",
+        acl_admin_no_rights,
+        acls=(allow(ANON, "ALTER", "TOPIC", "t"), deny(ANON, "DESCRIBE", "CLUSTER", CLUSTER)),
+    ),
     Scenario(
         "topic-read-write",
         "produce and consume with topic READ/WRITE allowed and denied",
