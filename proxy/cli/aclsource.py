@@ -30,15 +30,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--acl-file", metavar="ACLS.json", help="the policy (--acl-store file)")
     parser.add_argument(
-        "--acl-store-bootstrap",
+        "--acl-bootstrap",
         metavar="HOST:PORT,...",
-        help="the cluster holding the ACL topic (--acl-store kafka)",
+        help="--acl-store kafka: the cluster holding the ACL topic (plaintext)",
     )
     parser.add_argument(
-        "--acl-store-topic",
+        "--acl-topic",
         default="__aclgate_acls",
         metavar="NAME",
-        help="the ACL topic (--acl-store kafka; default: __aclgate_acls)",
+        help="--acl-store kafka: the ACL topic (default: __aclgate_acls)",
+    )
+    parser.add_argument(
+        "--acl-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="--acl-store kafka: how long reading the topic to its end may take (default 60)",
     )
 
 
@@ -52,15 +59,17 @@ def _from_file(args: argparse.Namespace) -> list[AclBinding]:
 
 
 def _from_kafka(args: argparse.Namespace) -> list[AclBinding]:
-    """The ACL topic replayed to its high-water mark (the state a starting proxy would serve)."""
-    if not args.acl_store_bootstrap:
-        raise AclSourceError("--acl-store kafka needs --acl-store-bootstrap")
-    # The replay belongs to the kafka store (proxy/kafkaaclstore.py, issue 11); until it offers
-    # a one-shot read, fail closed rather than test a policy that was not read.
-    raise AclSourceError(
-        "--acl-store kafka: this build has no one-shot reader of the ACL topic yet "
-        "(proxy/kafkaaclstore.py); use --acl-store file with an exported ACL file"
-    )
+    """The ACL topic replayed to its end, as a starting proxy would (proxy/kafkaaclstore.py)."""
+    if not args.acl_bootstrap:
+        raise AclSourceError("--acl-store kafka needs --acl-bootstrap")
+    from aclgate.proxy.aclbackend import AclStoreError
+    from aclgate.proxy.kafkaaclstore import KafkaStoreSettings, read_acl_topic
+
+    settings = KafkaStoreSettings(bootstrap=args.acl_bootstrap, topic=args.acl_topic)
+    try:
+        return read_acl_topic(settings, timeout=args.acl_timeout)
+    except AclStoreError as exc:
+        raise AclSourceError(str(exc)) from None
 
 
 LOADERS: dict[str, Callable[[argparse.Namespace], list[AclBinding]]] = {

@@ -198,7 +198,7 @@ def test_junit_without_expect_and_kafka_store_without_bootstrap(files, tmp_path)
     assert (result.returncode, result.stderr) == (2, "aclgate check: --junit-xml needs --expect\n")
     result = run("check", "--acl-store", "kafka", "--queries", str(queries), "--expect")
     assert (result.returncode, result.stdout) == (2, "")
-    assert "--acl-store kafka needs --acl-store-bootstrap" in result.stderr
+    assert "--acl-store kafka needs --acl-bootstrap" in result.stderr
     result = run("check", "--queries", str(queries))
     assert (result.returncode, result.stderr) == (
         2,
