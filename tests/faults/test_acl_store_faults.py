@@ -1,0 +1,130 @@
+"""The `kafka` ACL store while the broker leading its partition is SIGKILLed mid-write: no
+acknowledged change is lost and no change, acknowledged or not, is half-applied.
+
+Two store instances (proxy/kafkaaclstore.py, each with its own Authorizer) share the ACL topic
+on the faults' own 3-node cluster (replication factor 3, min.insync.replicas 2, the leader a
+broker-only node so the controller stays up). Instance A writes changes of three ACLs each
+without pause; the leader is killed after WARM acknowledged changes and started again; A
+writes on until WARM more are acknowledged after the kill. Then a third instance replays the
+topic from scratch, and every instance must hold the same policy: every acknowledged change
+whole, every other change whole or not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+
+import pytest
+from confluent_kafka.admin import NewTopic
+
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import AclBinding
+from aclgate.proxy.aclbackend import AclStoreError
+from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings
+from tests.faults.harness import partition_state, wait_in_sync
+
+pytestmark = [pytest.mark.kafka, pytest.mark.faults, pytest.mark.asyncio]
+
+WARM = 20  # acknowledged changes before the kill, and again after it
+PARTS = ("a", "b", "c")  # the ACLs of one change
+
+
+def change_acls(i: int) -> list[AclBinding]:
+    return [
+        AclBinding.from_dict(
+            {
+                "resource_type": "TOPIC",
+                "resource_name": f"change-{i}-{part}",
+                "pattern_type": "LITERAL",
+                "principal": "User:alice",
+                "host": "*",
+                "operation": "READ",
+                "permission_type": "ALLOW",
+            }
+        )
+        for part in PARTS
+    ]
+
+
+async def test_leader_killed_mid_write_loses_no_acknowledged_change_and_halves_none(
+    cluster, kafka_topic_name
+):
+    topic = f"acls-{kafka_topic_name}"
+    admin = cluster.admin()
+    # node 1 is the only controller: lead from node 2
+    new = NewTopic(
+        topic,
+        num_partitions=1,
+        replica_assignment=[[2, 3, 1]],
+        config={"cleanup.policy": "compact", "min.insync.replicas": "2"},
+    )
+    admin.create_topics([new])[topic].result(30)
+    settings = KafkaStoreSettings(cluster.bootstrap, topic, change_timeout=60)
+    a = KafkaAclBackend(settings, Authorizer())
+    b = KafkaAclBackend(settings, Authorizer())
+    await a.start()
+    await b.start()
+    acked: list[int] = []
+    failed: dict[int, str] = {}
+    stop = asyncio.Event()
+
+    async def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                await a.change(change_acls(i), [])
+                acked.append(i)
+            except AclStoreError as exc:
+                failed[i] = str(exc)
+            i += 1
+
+    task = asyncio.create_task(writer())
+    details: dict[str, object] = {}
+    try:
+        while len(acked) < WARM:
+            assert not task.done(), task
+            await asyncio.sleep(0.01)
+        leader = partition_state(admin, topic)[0][0]
+        assert leader == 2, f"the ACL partition is led by {leader}, expected 2"
+        at_kill = len(acked)
+        t0 = time.monotonic()
+        await asyncio.to_thread(cluster.kill_node, leader, signal.SIGKILL)
+        while len(acked) < at_kill + WARM:
+            assert not task.done(), task
+            assert time.monotonic() - t0 < 120, "the store did not recover in 120 s"
+            await asyncio.sleep(0.05)
+        details["recovered_s"] = round(time.monotonic() - t0, 2)
+        stop.set()
+        await task
+        await asyncio.to_thread(cluster.start_nodes, [leader])
+        await asyncio.to_thread(wait_in_sync, cluster, admin, topic)
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+    written = max([*acked, *failed]) + 1
+    c = KafkaAclBackend(settings, Authorizer())
+    await c.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (
+            a.status().applied_offset == b.status().applied_offset == c.status().applied_offset
+        ):
+            assert time.monotonic() < deadline, (a.status(), b.status(), c.status())
+            await asyncio.sleep(0.05)
+        policy = set(c.authorizer.acls())
+        for backend in (a, b):
+            assert set(backend.authorizer.acls()) == policy
+            assert backend.status().fingerprint == c.status().fingerprint
+        lost = [i for i in acked if not set(change_acls(i)) <= policy]
+        halves = [i for i in range(written) if 0 < len(set(change_acls(i)) & policy) < len(PARTS)]
+        assert not lost, f"acknowledged changes lost: {lost}"
+        assert not halves, f"changes half-applied: {halves}"
+        print(
+            f"\nACL store leader kill: {len(acked)} changes acknowledged, {len(failed)} failed "
+            f"({sorted(set(failed.values()))[:3]}), {details}"
+        )
+    finally:
+        for backend in (a, b, c):
+            await backend.stop()
