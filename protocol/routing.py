@@ -156,7 +156,8 @@ def produce_acks(frame: Frame, header: RequestHeader) -> int:
         else:
             (n,) = _I16.unpack_from(frame, off)
             off += 2 + max(n, 0)
-        return _I16.unpack_from(frame, off)[0]
+        acks: int = _I16.unpack_from(frame, off)[0]
+        return acks
     except (struct.error, ValueError, IndexError) as exc:
         raise MalformedRequest(f"cannot read Produce acks: {exc}") from exc
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -11,6 +13,7 @@ from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.enforce.base import (
     DENIED_CODE,
     ApiHandler,
+    KioBody,
     PerEntry,
     answer,
     error_body,
@@ -39,7 +42,104 @@ GROUP_DENIED = ErrorCode.group_authorization_failed
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
-def _finish_with_rewrite(session: ProxySession, slot: Slot, body: Any) -> bytes | memoryview:
+class PartitionIndexes(Protocol):
+    """An OffsetFetch topic of any version (v10 names it by id, the others by name)."""
+
+    @property
+    def partition_indexes(self) -> Sequence[int]: ...
+
+
+class OffsetFetchTopic(PartitionIndexes, Protocol):
+    """An OffsetFetch topic of v1-9: by name."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class ConsumerGroupHeartbeatRequest(Protocol):
+    """What the handler reads of a ConsumerGroupHeartbeat request, every version."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def subscribed_topic_names(self) -> Sequence[str] | None: ...
+
+
+class ConsumerGroupMember(Protocol):
+    """A member of a described KIP-848 group: its subscription and its two assignments (whose
+    `topic_partitions` are read by name, as they may be absent)."""
+
+    @property
+    def subscribed_topic_names(self) -> Sequence[str] | None: ...
+    @property
+    def assignment(self) -> object: ...
+    @property
+    def target_assignment(self) -> object: ...
+
+
+if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
+    from _typeshed import DataclassInstance
+
+    class SingleOffsetFetch(DataclassInstance, Protocol):
+        """An OffsetFetch request of v1-7: one group, top-level topics (null: all)."""
+
+        @property
+        def group_id(self) -> str: ...
+        @property
+        def topics(self) -> Sequence[OffsetFetchTopic] | None: ...
+
+    class OffsetFetchGroup(DataclassInstance, Protocol):
+        """A group of an OffsetFetch request of v8+ (topics by name, or by id in v10)."""
+
+        @property
+        def group_id(self) -> str: ...
+        @property
+        def topics(self) -> Sequence[PartitionIndexes] | None: ...
+
+    class BatchedOffsetFetch(DataclassInstance, Protocol):
+        @property
+        def groups(self) -> Sequence[OffsetFetchGroup]: ...
+
+    class GroupRef(DataclassInstance, Protocol):
+        @property
+        def group_id(self) -> str: ...
+
+    class GroupResult(GroupRef, Protocol):
+        @property
+        def error_code(self) -> ErrorCode: ...
+
+    class OffsetFetchGroupResult(GroupResult, Protocol):
+        @property
+        def topics(self) -> Sequence[KioBody]: ...
+
+    class OffsetFetchAnswer(DataclassInstance, Protocol):
+        @property
+        def groups(self) -> Sequence[OffsetFetchGroupResult]: ...
+
+    class GroupsAnswer(DataclassInstance, Protocol):
+        """A DescribeGroups answer, every version."""
+
+        @property
+        def groups(self) -> Sequence[GroupResult]: ...
+
+    class DescribedConsumerGroup(GroupResult, Protocol):
+        @property
+        def members(self) -> Sequence[ConsumerGroupMember]: ...
+
+    class ConsumerGroupDescribeAnswer(DataclassInstance, Protocol):
+        @property
+        def groups(self) -> Sequence[DescribedConsumerGroup]: ...
+
+
+#: entries of a request array, split by verdict
+Entry = TypeVar("Entry")
+#: what describe_groups decided: the denied groups' error entries, and whether the client
+#: asked for authorized operations (None: the rewrite decides)
+Decided = tuple[tuple[KioBody, ...], bool | None]
+GroupsRewrite = Callable[[ProxySession, Slot, Frame, Decided], bytes]
+
+
+def _finish_with_rewrite(session: ProxySession, slot: Slot, body: KioBody) -> bytes | memoryview:
     from aclgate.protocol.codec import encode_response
 
     return then_addresses(session, slot, encode_response(slot.correlation_id, body))
@@ -61,14 +161,28 @@ class OffsetFetchHandler(ApiHandler):
             "all-partitions form: unauthorized topics silently dropped"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,  # v1-7 name one group, v8+ a groups array: typed per branch
+    ) -> None:
         if header.api_version >= 8:
             self._batched(session, ctx, header, frame, request)
         else:
             self._single(session, ctx, header, frame, request)
 
     # v1-7: one group, top-level topics
-    def _single(self, session, ctx, header, frame, request):
+    def _single(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: SingleOffsetFetch,
+    ) -> None:
         mod = response_module(header.api_key, header.api_version)
         if not ctx.check(header, DESCRIBE, GROUP, request.group_id):
             if header.api_version >= 2:
@@ -88,7 +202,9 @@ class OffsetFetchHandler(ApiHandler):
         if request.topics is None:
             forward(session, header, frame, _filter_offset_fetch)
             return
-        allowed, denied = _split_topics(ctx, header, request.topics)
+        allowed, denied = _split_topics(
+            ctx, header, request.topics, [t.name for t in request.topics]
+        )
         if not denied:
             forward(session, header, frame)
             return
@@ -102,9 +218,18 @@ class OffsetFetchHandler(ApiHandler):
         forward(session, header, stripped, WithState(_merge_offset_fetch, {None: errors}))
 
     # v8+: groups[]
-    def _batched(self, session, ctx, header, frame, request):
+    def _batched(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: BatchedOffsetFetch,
+    ) -> None:
         mod = response_module(header.api_key, header.api_version)
-        kept_groups, group_errors, topic_errors = [], [], {}
+        kept_groups: list[OffsetFetchGroup] = []
+        group_errors: list[KioBody] = []
+        topic_errors: dict[str, tuple[KioBody, ...]] = {}
         for group in request.groups:
             if not ctx.check(header, DESCRIBE, GROUP, group.group_id):
                 group_errors.append(
@@ -147,7 +272,9 @@ class OffsetFetchHandler(ApiHandler):
         )
 
     @staticmethod
-    def _topic_errors(mod, topics, code) -> tuple:
+    def _topic_errors(
+        mod: ModuleType, topics: Sequence[PartitionIndexes], code: ErrorCode
+    ) -> tuple[KioBody, ...]:
         cls = (
             mod.OffsetFetchResponseTopics
             if hasattr(mod, "OffsetFetchResponseTopics")
@@ -158,7 +285,7 @@ class OffsetFetchHandler(ApiHandler):
             if hasattr(mod, "OffsetFetchResponsePartitions")
             else mod.OffsetFetchResponsePartition
         )
-        out = []
+        out: list[KioBody] = []
         for t in topics:
             partitions = tuple(
                 build(
@@ -174,11 +301,13 @@ class OffsetFetchHandler(ApiHandler):
         return tuple(out)
 
 
-def _split_topics(ctx: AuthContext, header, topics, names=None) -> tuple[list, list]:
-    names = names if names is not None else [t.name for t in topics]
+def _split_topics(
+    ctx: AuthContext, header: RequestHeader, topics: Sequence[Entry], names: list[str | None]
+) -> tuple[list[Entry], list[Entry]]:
+    """(allowed, denied) topics; `names[i]` names `topics[i]` (None: an unknown id)."""
     verdict: dict[str, bool] = {}
-    allowed: list[Any] = []
-    denied: list[Any] = []
+    allowed: list[Entry] = []
+    denied: list[Entry] = []
     for topic, name in zip(topics, names, strict=True):
         if name is None:
             denied.append(topic)
@@ -189,9 +318,12 @@ def _split_topics(ctx: AuthContext, header, topics, names=None) -> tuple[list, l
     return allowed, denied
 
 
-def _visible(ctx: AuthContext, header, topics) -> tuple:
-    """All-partitions answers: keep only the topics the principal may DESCRIBE (silently)."""
-    kept = []
+def _visible(
+    ctx: AuthContext, header: RequestHeader, topics: Sequence[KioBody]
+) -> tuple[KioBody, ...]:
+    """All-partitions answers: keep only the topics the principal may DESCRIBE (silently);
+    a topic is named by `name` or, in newer versions, by `topic_id`."""
+    kept: list[KioBody] = []
     for t in topics:
         name = getattr(t, "name", None)
         if name is None and getattr(t, "topic_id", None) is not None:
@@ -206,7 +338,7 @@ def _header(slot: Slot) -> RequestHeader:
     return slot.header
 
 
-def _filter_offset_fetch(session: ProxySession, slot: Slot, frame) -> bytes:
+def _filter_offset_fetch(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
     ctx = session.context
     return merged_response(
         frame,
@@ -216,7 +348,7 @@ def _filter_offset_fetch(session: ProxySession, slot: Slot, frame) -> bytes:
 
 
 def _merge_offset_fetch(
-    session: ProxySession, slot: Slot, frame: Frame, denied: dict[None, tuple[Any, ...]]
+    session: ProxySession, slot: Slot, frame: Frame, denied: dict[None, tuple[KioBody, ...]]
 ) -> bytes:
     errors = denied[None]
     return merged_response(
@@ -228,14 +360,14 @@ def _merge_offset_fetch_batched(
     session: ProxySession,
     slot: Slot,
     frame: Frame,
-    denied: tuple[tuple[Any, ...], dict[str, tuple[Any, ...]]],
+    denied: tuple[tuple[KioBody, ...], dict[str, tuple[KioBody, ...]]],
 ) -> bytes:
     ctx = session.context
     group_errors, topic_errors = denied
     header = _header(slot)
 
-    def merge(body):
-        groups = []
+    def merge(body: OffsetFetchAnswer) -> OffsetFetchAnswer:
+        groups: list[OffsetFetchGroupResult] = []
         for g in body.groups:
             topics = tuple(g.topics)
             if g.group_id in topic_errors:
@@ -260,14 +392,21 @@ class ListGroupsHandler(ApiHandler):
     def describe(self) -> str:
         return "`DESCRIBE CLUSTER` (logIfDenied=false) lists all groups, else `DESCRIBE GROUP[group_id]` per group (logIfDenied=false); never an error"
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,  # not read: the answer is filtered
+    ) -> None:
         if ctx.check_cluster(header, DESCRIBE, log_if_denied=False):
             forward(session, header, frame)
         else:
             forward(session, header, frame, _filter_groups)
 
 
-def _filter_groups(session: ProxySession, slot: Slot, frame) -> bytes:
+def _filter_groups(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
     ctx = session.context
     header = _header(slot)
     return merged_response(
@@ -282,21 +421,34 @@ def _filter_groups(session: ProxySession, slot: Slot, frame) -> bytes:
     )
 
 
-def group_entries(array: str) -> dict:
-    """PerEntry settings for a request array of group ids described per group."""
+def group_entries(array: str) -> dict[str, Any]:
+    """PerEntry settings (field name -> value, of the fields' several types) for a request
+    array of group ids described per group."""
     return {
         "array": array,
         "response_array": "groups",
         "operation": DESCRIBE,
         "resource_type": GROUP,
-        "name": lambda g: g,
+        "name": _group_id,
         "entry_key": "group_id",
         "doc_name": "group_id",
     }
 
 
+def _group_id(group_id: str) -> str:
+    """The resource name of an entry that is a bare group id."""
+    return group_id
+
+
 def describe_groups(
-    handler: PerEntry, session, ctx, header, frame, request, rewrite, wants_ops
+    handler: PerEntry,
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    frame: Frame,
+    request: KioBody,  # DescribeGroups or ConsumerGroupDescribe: its `handler.array` is read
+    rewrite: GroupsRewrite,
+    wants_ops: bool | None,
 ) -> None:
     """DescribeGroups and ConsumerGroupDescribe: DESCRIBE per group; denied groups get error
     entries, the rest go upstream and the answer is rewritten (authorized operations for the
@@ -321,10 +473,17 @@ def describe_groups(
 class DescribeGroupsHandler(PerEntry):
     """Per group DESCRIBE; authorized operations (v3+) recomputed for the client."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(**group_entries("groups"))
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,  # the groups array and, v3+, include_authorized_operations
+    ) -> None:
         wants_ops = bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
         describe_groups(
             self, session, ctx, header, frame, request, _describe_groups_answer, wants_ops
@@ -335,12 +494,12 @@ class DescribeGroupsHandler(PerEntry):
 
 
 def _describe_groups_answer(
-    session: ProxySession, slot: Slot, frame: Frame, decided: tuple[tuple[Any, ...], bool | None]
+    session: ProxySession, slot: Slot, frame: Frame, decided: Decided
 ) -> bytes:
     ctx = session.context
     errors, wants_ops = decided
 
-    def merge(body):
+    def merge(body: GroupsAnswer) -> GroupsAnswer:
         groups = tuple(body.groups)
         if wants_ops:
             groups = tuple(
@@ -370,7 +529,15 @@ class FindCoordinatorHandler(ApiHandler):
             "SHARE: `CLUSTER_ACTION CLUSTER` (31, whole request)"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        # v0-3 name one `key` (v1+ of a `key_type`), v4+ `coordinator_keys`: read by version
+        request: KioBody,
+    ) -> None:
         key_type = int(getattr(request, "key_type", 0))
         if key_type not in KEY_TYPES:
             answer(session, header, error_body(header, request, ErrorCode.invalid_request))
@@ -412,7 +579,9 @@ class FindCoordinatorHandler(ApiHandler):
         forward(session, header, stripped, WithState(_merge_coordinators, errors))
 
     @staticmethod
-    def _key_errors(header, keys, code) -> tuple:
+    def _key_errors(
+        header: RequestHeader, keys: Sequence[str], code: ErrorCode
+    ) -> tuple[KioBody, ...]:
         mod = response_module(header.api_key, header.api_version)
         return tuple(
             build(
@@ -423,7 +592,7 @@ class FindCoordinatorHandler(ApiHandler):
 
 
 def _merge_coordinators(
-    session: ProxySession, slot: Slot, frame: Frame, errors: tuple[Any, ...]
+    session: ProxySession, slot: Slot, frame: Frame, errors: tuple[KioBody, ...]
 ) -> bytes:
     from aclgate.protocol.addresses import rewrite_find_coordinator
 
@@ -442,7 +611,14 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
     def describe(self) -> str:
         return "`READ GROUP[group_id]` (30); then `DESCRIBE TOPIC[name]` for each subscribed topic name, any denied: 29 (Kafka 4.0+)"
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: ConsumerGroupHeartbeatRequest,
+    ) -> None:
         if not ctx.check(header, READ, GROUP, request.group_id):
             answer(session, header, error_body(header, request, GROUP_DENIED))
             return
@@ -454,7 +630,7 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
 
 
 class ConsumerGroupDescribeHandler(PerEntry):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(**group_entries("group_ids"))
 
     def describe(self) -> str:
@@ -463,14 +639,21 @@ class ConsumerGroupDescribeHandler(PerEntry):
             "DESCRIBE becomes error 29 (Kafka 4.0+); authorized operations computed for the client"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,  # its group_ids are read by describe_groups
+    ) -> None:
         # always answered through the rewrite: Kafka 4.0+ hides groups naming hidden topics
         describe_groups(
             self, session, ctx, header, frame, request, _consumer_group_describe_answer, None
         )
 
 
-def _group_topics(group) -> set[str]:
+def _group_topics(group: DescribedConsumerGroup) -> set[str]:
     names: set[str] = set()
     for member in group.members:
         names.update(member.subscribed_topic_names or ())
@@ -482,15 +665,15 @@ def _group_topics(group) -> set[str]:
 
 
 def _consumer_group_describe_answer(
-    session: ProxySession, slot: Slot, frame: Frame, decided: tuple[tuple[Any, ...], bool | None]
+    session: ProxySession, slot: Slot, frame: Frame, decided: Decided
 ) -> bytes:
     ctx = session.context
     header = _header(slot)
     errors, wants_ops = decided
     mod = response_module(slot.api_key, slot.api_version)
 
-    def merge(body):
-        groups = []
+    def merge(body: ConsumerGroupDescribeAnswer) -> ConsumerGroupDescribeAnswer:
+        groups: list[KioBody] = []
         for g in body.groups:
             if g.error_code == ErrorCode.none and ctx.enforcing:
                 hidden = [
