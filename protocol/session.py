@@ -49,6 +49,7 @@ R = TypeVar("R")
 
 if TYPE_CHECKING:  # only for annotations: both import this module
     from aclgate.protocol.enforce.context import AuthContext
+    from aclgate.protocol.enforce.fetchsessions import FetchSessions
     from aclgate.protocol.identity.saslgate import SaslState
 #: answers collected from one read before they are written (and the write buffer checked)
 _OUTPUT_BATCH = 16
@@ -242,6 +243,8 @@ class ProxySession:
         self.sasl: SaslState | None = None
         #: set when the connection closes because authentication failed (closed after a delay)
         self.auth_failed = False
+        #: the KIP-227 fetch sessions opened on this connection (protocol.enforce.fetchsessions)
+        self.fetch_sessions: FetchSessions | None = None
         self._splitter = FrameSplitter(config.max_frame)
         #: token -> what continues a request waiting for an effect, and whether it holds
         #: the requests behind it
@@ -712,7 +715,9 @@ class ProxySession:
         self._rslot = None
         if self._stream is not None:
             stream, self._stream = self._stream, None
-            self._to_client.append(stream.finish())
+            end = stream.finish()
+            if end:
+                self._to_client.append(end)
         self._fifo.popleft()
         self.observer.response(slot.api_key, -1, False)
         self._collect()

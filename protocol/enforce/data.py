@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i32Timedelta
 
 from aclgate.authz.model import AclOperation, ResourceType
-from aclgate.protocol.codec import decode_request
+from aclgate.protocol.codec import decode_request, encode_response
 from aclgate.protocol.enforce.base import (
     ApiHandler,
     answer,
@@ -27,6 +29,13 @@ from aclgate.protocol.enforce.base import (
 )
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.context import NotReady
+from aclgate.protocol.enforce.fetchsessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    Held,
+    SessionAnswer,
+    sessions_of,
+)
 from aclgate.protocol.enforce.peek import peek_produce
 from aclgate.protocol.enforce.topics import resolve
 from aclgate.protocol.routing import rewriter_for
@@ -183,9 +192,10 @@ class ProduceHandler(ApiHandler):
 # ------------------------------------------------------------------------------------ Fetch
 
 #: (session_id offset, session_epoch offset) in the body, by version (docs/design.md, "Fetch
-#: sessions are made sessionless")
+#: sessions")
 _SESSION_AT = {**dict.fromkeys(range(7, 15), (17, 21)), **dict.fromkeys(range(15, 19), (13, 17))}
 _II = struct.Struct(">ii")
+_NO_WAIT = i32Timedelta.parse(timedelta(0))
 
 
 def replica_id(request: Any) -> int:
@@ -193,19 +203,28 @@ def replica_id(request: Any) -> int:
     return int(state.replica_id) if state is not None else int(getattr(request, "replica_id", -1))
 
 
+def _answer_with(session, slot, frame, answer: bytes) -> bytes:
+    """The broker's answer to a session close is replaced by the proxy's own."""
+    return answer
+
+
 class FetchHandler(ApiHandler):
-    """Fetch sessions (KIP-227) are forced sessionless: the session id and epoch are patched
-    to (0, -1), so every request names every partition and is authorized in full, and a
-    revoked ACL takes effect on the next fetch (docs/design.md, "Fetch sessions are made
-    sessionless", explains the trade-off)."""
+    """Consumers keep their KIP-227 fetch sessions: the partitions each session of the
+    connection holds are tracked (protocol.enforce.fetchsessions), every partition a request
+    adds is authorized (all of them in a full request), and an incremental fetch that adds
+    nothing new is forwarded unchanged. A session holding a partition that is no longer
+    allowed (a new ACL snapshot) or asked to take a denied one is closed at the broker and the
+    client told FETCH_SESSION_ID_NOT_FOUND, so it comes back with a full request, whose denied
+    partitions are refused (docs/design.md, "Fetch sessions")."""
 
     granularity = "per topic"
 
     def describe(self) -> str:
         return (
             "follower fetch (replica id >= 0): `CLUSTER_ACTION CLUSTER` (every partition 29 if denied); "
-            "consumer: `READ TOPIC[name]` per topic, an unresolvable topic id gives 100; "
-            "sessions forced sessionless so every fetch is authorized in full"
+            "consumer: `READ TOPIC[name]` per topic a request names, an unresolvable topic id gives "
+            "100; an incremental fetch session's partitions are re-authorized when the ACLs change "
+            "and the session ended (70) if one is denied"
         )
 
     def handle(self, session, ctx, header, frame, request):
@@ -213,7 +232,7 @@ class FetchHandler(ApiHandler):
         v = header.api_version
         if replica_id(request) >= 0:
             if ctx.check_cluster(header, CLUSTER_ACTION):
-                forward(session, header, self._sessionless(frame, header, request))
+                forward(session, header, self._patched(frame, header, request, 0, FINAL_EPOCH))
             else:
                 self._answer_alone(
                     session, header, request, topics, ErrorCode.topic_authorization_failed
@@ -221,12 +240,53 @@ class FetchHandler(ApiHandler):
             return
         names = topic_names(ctx, header, topics, name_field="topic")
         allowed, denied, unknown = split_topics(ctx, header, topics, names, READ, "partitions")
+        if v < 7:  # no sessions before v7
+            self._full(session, header, frame, request, allowed, denied, unknown, 0)
+            return
+        sessions = sessions_of(session)
+        sid, epoch = int(request.session_id), int(request.session_epoch)
+        held = sessions.held.pop(sid, None) if sid else None  # put back if it goes on
+        key = "topic_id" if v >= 13 else "topic"
+        version = ctx.policy.authorizer.version
+        if epoch > 0 and held is not None:  # an incremental fetch in a session of ours
+            if denied or unknown or not self._still_allowed(ctx, header, held, version):
+                self._end(session, header, frame, request, sid)
+                return
+            held.add(topics, names, key)
+            held.forget(request.forgotten_topics_data, key)
+            sessions.held[sid] = held
+
+            def went_on(error: int, new_sid: int) -> None:
+                if error or new_sid != sid:  # the broker ended or refused it
+                    sessions.held.pop(sid, None)
+
+            forward(session, header, frame, SessionAnswer(rewriter_for(header), v >= 12, went_on))
+            return
+        # A full fetch (epoch 0 opens a session, -1 has none), or a session this connection
+        # does not know (then fetched sessionless: never another connection's session).
+        own = sid if held is not None else 0
+        if epoch == INITIAL_EPOCH and not denied and not unknown:
+            opened = Held(version=version)
+            opened.add(topics, names, key)
+
+            def bind(error: int, new_sid: int) -> None:
+                if not error and new_sid:
+                    sessions.held[new_sid] = opened
+
+            frame = self._patched(frame, header, request, own, INITIAL_EPOCH)
+            forward(session, header, frame, SessionAnswer(rewriter_for(header), v >= 12, bind))
+            return
+        self._full(session, header, frame, request, allowed, denied, unknown, own)
+
+    def _full(self, session, header, frame, request, allowed, denied, unknown, own) -> None:
+        """Fetched without a session (closing `own`, a session of this connection, if any):
+        forwarded whole, stripped of its denied topics, or answered alone."""
         if not denied and not unknown:
-            forward(session, header, self._sessionless(frame, header, request))
+            forward(session, header, self._patched(frame, header, request, own, FINAL_EPOCH))
             return
         errors = self._errors(header, denied, ErrorCode.topic_authorization_failed)
         errors += self._errors(header, unknown, ErrorCode.unknown_topic_id)
-        if not allowed:
+        if not allowed and not own:
             answer(
                 session,
                 header,
@@ -234,10 +294,42 @@ class FetchHandler(ApiHandler):
             )
             return
         changes: dict[str, Any] = {"topics": tuple(allowed)}
-        if v >= 7:
-            changes.update(session_id=0, session_epoch=-1, forgotten_topics_data=())
+        if header.api_version >= 7:
+            changes.update(session_id=own, session_epoch=FINAL_EPOCH, forgotten_topics_data=())
         stripped = reencode_request(frame, header, dataclasses.replace(request, **changes))
         forward(session, header, stripped, WithState(merge_rewriter, ("responses", errors)))
+
+    @staticmethod
+    def _still_allowed(ctx, header, held: Held, version: int) -> bool:
+        """What the session holds, re-authorized if the ACLs changed since it last was."""
+        if held.version == version:
+            return True
+        for name, partitions in held.topics.values():
+            if not ctx.check(header, READ, TOPIC, name, True, len(partitions)):
+                return False
+        held.version = version
+        return True
+
+    def _end(self, session, header, frame, request, sid: int) -> None:
+        """End session `sid` the way a broker does: the broker is asked to close it (an
+        empty sessionless fetch that does not wait) and the client is answered
+        FETCH_SESSION_ID_NOT_FOUND, so it opens a new one with a full request."""
+        close = dataclasses.replace(
+            request,
+            session_id=sid,
+            session_epoch=FINAL_EPOCH,
+            topics=(),
+            forgotten_topics_data=(),
+            max_wait=_NO_WAIT,
+            min_bytes=i32(0),
+        )
+        body = error_body(
+            header, request, ErrorCode.fetch_session_id_not_found, responses=(), session_id=0
+        )
+        ended = encode_response(header.correlation_id, body)
+        forward(
+            session, header, reencode_request(frame, header, close), WithState(_answer_with, ended)
+        )
 
     def _answer_alone(self, session, header, request, topics, code) -> None:
         errors = self._errors(header, topics, code)
@@ -259,11 +351,11 @@ class FetchHandler(ApiHandler):
         return tuple(out)
 
     @staticmethod
-    def _sessionless(frame, header, request):
+    def _patched(frame, header, request, session_id: int, epoch: int):
+        """The request bytes with (session_id, session_epoch) set in place."""
         offsets = _SESSION_AT.get(header.api_version)
-        if offsets is None or (request.session_id == 0 and request.session_epoch == -1):
+        if offsets is None or (request.session_id == session_id and request.session_epoch == epoch):
             return frame
         patched = bytearray(frame)
-        at = header.body_offset + offsets[0]
-        _II.pack_into(patched, at, 0, -1)
+        _II.pack_into(patched, header.body_offset + offsets[0], session_id, epoch)
         return bytes(patched)
