@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import urllib.request
@@ -38,11 +39,26 @@ def acl(resource: ResourceType, name: str, permission=AclPermissionType.ALLOW, o
 ALLOW_ALL = [acl(ResourceType.TOPIC, "*"), acl(ResourceType.GROUP, "*")]
 
 
-def start_workers(proxy_process, upstream: str, acl_file: Path, *extra: str):
-    """`aclgate serve --workers 2` with the broker's port free for sure: the range is chosen
-    so that FIRST + node id is a port the OS just handed out."""
-    broker_port = free_port()
-    first = broker_port - TANSU_NODE
+def port_base(node_ids: tuple[int, ...]) -> int:
+    """FIRST for --broker-ports such that FIRST + id is free for each node id, below the
+    ephemeral range (so no client connection made elsewhere takes one meanwhile)."""
+    for _ in range(200):
+        first = random.randrange(20000, 30000)
+        try:
+            for node_id in node_ids:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", first + node_id))
+        except OSError:
+            continue
+        return first
+    raise AssertionError("no free port block")
+
+
+def start_workers(
+    proxy_process, upstream: str, acl_file: Path, node_ids: tuple[int, ...] = (TANSU_NODE,)
+):
+    """`aclgate serve --workers 2`; returns it and {node id: its proxy port}."""
+    first = port_base(node_ids)
     proxy = proxy_process(
         "--upstream",
         upstream,
@@ -56,11 +72,9 @@ def start_workers(proxy_process, upstream: str, acl_file: Path, *extra: str):
         str(acl_file),
         "--workers",
         "2",
-        *extra,
     )
-    assert port_for_node(TANSU_NODE, (first, first + 999)) == broker_port
     wait_until(lambda: proxy.readyz()[0] == 200, 30, what="every worker ready")
-    return proxy, broker_port
+    return proxy, {n: port_for_node(n, (first, first + 999)) for n in node_ids}
 
 
 def workers(proxy) -> list[dict]:
@@ -87,15 +101,18 @@ def per_worker(proxy, name: str, labels: dict[str, str] | None = None) -> list[f
     return [samples(get(w["health"], "/metrics"), name, labels) for w in workers(proxy)]
 
 
-def connect_until_both_workers(proxy, bootstrap: str) -> None:
-    """Open fresh client connections until each worker has accepted some: the kernel spreads
-    them by a hash of the client's address and port, so a few suffice."""
+def connect_until_both_workers(proxy, bootstrap: str) -> set[tuple[str, int]]:
+    """Open fresh client connections until each worker has accepted some (the kernel spreads
+    them by a hash of the client's address and port, so a few suffice); returns every broker
+    address the clients were given."""
     from confluent_kafka.admin import AdminClient
 
-    for _ in range(40):
-        if all(per_worker(proxy, "aclgate_connections_total")):
-            return
-        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    given: set[tuple[str, int]] = set()
+    for attempt in range(40):
+        if attempt >= 4 and all(per_worker(proxy, "aclgate_connections_total")):
+            return given
+        found = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        given |= {(b.host, b.port) for b in found.brokers.values()}
     raise AssertionError(f"connections did not reach both workers: {workers(proxy)}")
 
 
@@ -113,7 +130,7 @@ def test_two_workers_serve_the_same_ports_with_one_metrics_and_readiness(
 ):
     acls = tmp_path / "acls.json"
     acls.write_text(dump_acl_file(ALLOW_ALL))
-    proxy, broker_port = start_workers(proxy_process, tansu.bootstrap, acls)
+    proxy, ports = start_workers(proxy_process, tansu.bootstrap, acls)
     ready = proxy.readyz()[1]
     assert [w["worker"] for w in ready["workers"]] == [0, 1]
     assert len({w["pid"] for w in ready["workers"]}) == 2
@@ -122,7 +139,7 @@ def test_two_workers_serve_the_same_ports_with_one_metrics_and_readiness(
     assert status == 200 and json.loads(body)["healthy"] is True
 
     # a real client round trip through the shared bootstrap and broker ports
-    clients.confluent_roundtrip(proxy.bootstrap, "w-round", "w-group", {broker_port})
+    clients.confluent_roundtrip(proxy.bootstrap, "w-round", "w-group", {ports[TANSU_NODE]})
     connect_until_both_workers(proxy, proxy.bootstrap)
     per = per_worker(proxy, "aclgate_connections_total")
     assert all(per), per
@@ -334,3 +351,24 @@ def test_metrics_merge_sums_counters_keeps_states_and_retired_counters():
     assert samples(merged, "aclgate_requests_total", {"api": "Produce"}) == 9
     assert samples(merged, "aclgate_requests_total", {"api": "Fetch"}) == 7
     assert samples(merged, "aclgate_connections_active") == 2  # a dead worker's gauge is gone
+
+
+def test_two_workers_in_front_of_a_three_node_kafka_cluster(
+    kafka_cluster3, kafka_topic_name, proxy_process, tmp_path
+):
+    """Every worker serves every broker on FIRST + node id, and a client round trip spread
+    over the three brokers goes through both workers."""
+    acls = tmp_path / "acls.json"
+    acls.write_text(dump_acl_file(ALLOW_ALL))
+    upstream = kafka_cluster3.listener("PLAINTEXT").bootstrap
+    proxy, ports = start_workers(proxy_process, upstream, acls, node_ids=(1, 2, 3))
+    for worker in workers(proxy):
+        assert worker["brokers"] == [1, 2, 3]
+    assert per_worker(proxy, "aclgate_broker_listeners") == [3, 3]
+    clients.confluent_roundtrip(
+        proxy.bootstrap, kafka_topic_name, "g-" + kafka_topic_name, set(ports.values())
+    )
+    # whichever worker answers, broker N is FIRST + N
+    given = connect_until_both_workers(proxy, proxy.bootstrap)
+    assert given == {("127.0.0.1", port) for port in ports.values()}
+    assert samples(proxy.http("/metrics")[1], "aclgate_requests_total", {"api": "Fetch"}) > 0
