@@ -64,12 +64,17 @@ class UpstreamProtocol(asyncio.Protocol):
         reauth = self.reauth
         session = self.conn.session
         assert session is not None  # a connection without a session never opens upstream
+        metrics = self.conn.server.metrics
         if reauth is None:
+            started = metrics.begin_step(metrics.step_responses)
             session.upstream_data(data)
+            metrics.responses_done(started)
         elif reauth.active:
             reauth.feed(data)
         else:
+            started = metrics.begin_step(metrics.step_responses)
             session.upstream_data(data)
+            metrics.responses_done(started)
             if reauth.due:
                 reauth.maybe_start()
 
@@ -313,7 +318,10 @@ class ClientConnection(asyncio.Protocol):
                 return
         session = self.session
         assert session is not None  # a refused connection is closed before it reads
+        metrics = self.server.metrics
+        started = metrics.begin_step(metrics.step_requests)
         session.client_data(data)
+        metrics.requests_done(started)
 
     def _take_proxy_header(self, data: bytes) -> bytes:
         """Collect and apply the PROXY header; returns the Kafka bytes that follow it."""

@@ -2,17 +2,21 @@
 
 Counters touched on every request (requests, bytes, responses, decisions) are plain integers
 in dicts, exported by a custom collector at scrape time: prometheus_client's Counter.inc takes
-a lock and costs about 1 µs, four times per request on the hot path. Everything else uses
-ordinary prometheus_client metrics.
+a lock and costs about 1 µs, four times per request on the hot path. The latency histograms
+are kept the same way: one preallocated list of bucket counts per API and phase, bumped in
+place (Histogram.observe would take a lock and search its buckets in Python). Everything else
+uses ordinary prometheus_client metrics.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from time import perf_counter_ns
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from aclgate.protocol.header import RequestHeader
@@ -20,6 +24,51 @@ from aclgate.protocol.versions import api_name
 
 # indexes into the per-API count lists
 REQUESTS, REQUEST_BYTES, UPSTREAM_RESPONSES, LOCAL_RESPONSES = range(4)
+
+#: upper bounds (ns) of the latency buckets, 10 µs to 100 ms; a last bucket holds the rest (+Inf)
+LATENCY_BOUNDS_NS = (
+    10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 25_000_000, 50_000_000, 100_000_000,
+)  # fmt: skip
+LATENCY_METRIC = "aclgate_proxy_latency_seconds"
+#: the phases of aclgate_proxy_latency_seconds (docs/operations.md)
+PHASES = ("request", "response")
+#: a latency list: one count per bucket (the +Inf one last), then the sum in ns
+_SUM = len(LATENCY_BOUNDS_NS) + 1
+
+
+def new_latency_row(table: dict[int, list[int]], api_key: int) -> list[int]:
+    """The bucket counts of an API's first request (allocated once per API and phase)."""
+    row = table[api_key] = [0] * (_SUM + 1)
+    return row
+
+
+class LatencyHistograms:
+    """Per API key and phase: where the time a request or an answer spends inside aclgate
+    falls, in lists allocated on an API's first use and bumped in place (ProxyMetrics
+    requests_done / responses_done)."""
+
+    def __init__(self) -> None:
+        #: phase -> api_key -> [count per bucket..., sum_ns]
+        self.tables: dict[str, dict[int, list[int]]] = {phase: {} for phase in PHASES}
+
+    def collect(self) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(
+            LATENCY_METRIC,
+            "Time a request (phase=request: read from the client until forwarded to the "
+            "broker or answered) or a broker's answer (phase=response: read from the broker "
+            "until written to the client) spends inside aclgate, by API",
+            labels=["api", "phase"],
+        )
+        bounds = [f"{ns / 1e9:g}" for ns in LATENCY_BOUNDS_NS] + ["+Inf"]
+        for phase, table in self.tables.items():
+            for key, counts in sorted(table.items()):
+                cumulative, buckets = 0, []
+                for bound, count in zip(bounds, counts[:_SUM], strict=True):
+                    cumulative += count
+                    buckets.append((bound, cumulative))
+                family.add_metric([api_name(key), phase], buckets, counts[_SUM] / 1e9)
+        return family
 
 
 class DecisionCounts(dict):
@@ -42,6 +91,7 @@ class HotCounters(Collector):
         self.by_api: dict[int, list[int]] = {}
         #: (api_key, operation, resource_type, decision, enforced) -> count
         self.decisions = DecisionCounts()
+        self.latency = LatencyHistograms()
 
     def api(self, api_key: int) -> list[int]:
         counts = self.by_api.get(api_key)
@@ -49,7 +99,7 @@ class HotCounters(Collector):
             counts = self.by_api[api_key] = [0, 0, 0, 0]
         return counts
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
+    def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
         requests = CounterMetricFamily(
             "aclgate_requests", "Requests received from clients", labels=["api"]
         )
@@ -96,6 +146,7 @@ class HotCounters(Collector):
             "Denial lines of the authorizer log held back by its rate limit (summarised instead)",
             denial_log.suppressed if denial_log is not None else 0,
         )
+        yield self.latency.collect()
 
 
 class StateCollector(Collector):
@@ -223,6 +274,12 @@ class ProxyMetrics:
         r = self.registry
         self.hot = HotCounters()
         r.register(self.hot)
+        #: the API keys of the requests / broker answers handled in the read being timed
+        #: (proxy/connection.py: begin_step, then requests_done / responses_done)
+        self.step_requests: list[int] = []
+        self.step_responses: list[int] = []
+        self._request_latency = self.hot.latency.tables["request"]
+        self._response_latency = self.hot.latency.tables["response"]
         self.connections_active = Gauge(
             "aclgate_connections_active", "Client connections open now", ["listener"], registry=r
         )
@@ -285,10 +342,48 @@ class ProxyMetrics:
         counts = self.hot.by_api.get(header.api_key) or self.hot.api(header.api_key)
         counts[REQUESTS] += 1
         counts[REQUEST_BYTES] += size
+        self.step_requests.append(header.api_key)
 
     def response(self, api_key: int, size: int, local: bool) -> None:
         counts = self.hot.by_api.get(api_key) or self.hot.api(api_key)
-        counts[LOCAL_RESPONSES if local else UPSTREAM_RESPONSES] += 1
+        if local:
+            counts[LOCAL_RESPONSES] += 1
+        else:
+            counts[UPSTREAM_RESPONSES] += 1
+            self.step_responses.append(api_key)
+
+    # Latency: the IO layer times each read it hands to a session (proxy/connection.py):
+    #     started = metrics.begin_step(metrics.step_requests)
+    #     session.client_data(data)
+    #     metrics.requests_done(started)
+    # Requests or answers handled outside a timed read (resumed after an effect) are cleared by
+    # the next begin_step. Inlined: this runs for every read of every connection.
+    def begin_step(self, keys: list[int]) -> int:
+        """Start timing a read; `keys` is step_requests or step_responses."""
+        keys.clear()
+        return perf_counter_ns()
+
+    def requests_done(self, started: int) -> None:
+        ns = perf_counter_ns() - started
+        keys = self.step_requests
+        if keys:
+            bucket = bisect_left(LATENCY_BOUNDS_NS, ns)
+            table = self._request_latency
+            for key in keys:
+                counts = table.get(key) or new_latency_row(table, key)
+                counts[bucket] += 1
+                counts[_SUM] += ns
+
+    def responses_done(self, started: int) -> None:
+        ns = perf_counter_ns() - started
+        keys = self.step_responses
+        if keys:
+            bucket = bisect_left(LATENCY_BOUNDS_NS, ns)
+            table = self._response_latency
+            for key in keys:
+                counts = table.get(key) or new_latency_row(table, key)
+                counts[bucket] += 1
+                counts[_SUM] += ns
 
     def refused(self, api_key: int) -> None:
         self.unknown_api_keys.labels(str(api_key)).inc()
