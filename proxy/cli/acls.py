@@ -1,5 +1,6 @@
-"""Add, remove and list ACLs in an aclgate ACL file, with the options, expansions, validation
-messages and output of Kafka's kafka-acls.sh (kafka.admin.AclCommand).
+"""Add, remove and list ACLs in an aclgate ACL file, or through the ACL Admin API of an aclgate
+proxy or a Kafka cluster, with the options, expansions, validation messages and output of
+Kafka's kafka-acls.sh (kafka.admin.AclCommand).
 
 examples:
   aclgate acls --acl-file acls.json --add --allow-principal User:alice --operation Read --topic orders
@@ -7,9 +8,15 @@ examples:
   aclgate acls --acl-file acls.json --add --allow-principal User:app --consumer --topic orders --group billing
   aclgate acls --acl-file acls.json --list --topic orders
   aclgate acls --acl-file acls.json --remove --force --topic orders
+  aclgate acls --bootstrap-server proxy:9092 --command-config admin.properties --list
+  aclgate acls import --from-cluster kafka1:9092 --command-config admin.properties --acl-file acls.json
+  aclgate acls export --bootstrap-server proxy:9092 --command-config admin.properties --output acls.json
 
 The file is created by the first --add. Writes are atomic and locked, so concurrent runs lose
-nothing; a running proxy picks the change up within its reload interval.
+nothing; a running proxy picks the change up within its reload interval. Through
+--bootstrap-server the change is made by the proxy itself (whatever its ACL store) and is in
+force there when the command returns. `import` adds a live cluster's ACLs to the ACL file;
+`export` writes the ACLs of a file or an endpoint as an ACL file (stdout without --output).
 """
 
 from __future__ import annotations
@@ -17,10 +24,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from aclgate.authz import text
-from aclgate.authz.aclfile import AclFileError
+from aclgate.authz.aclfile import AclFileError, dump_acl_file
 from aclgate.authz.model import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -37,7 +45,7 @@ from aclgate.authz.model import (
     parse_operation_cli,
     parse_principal,
 )
-from aclgate.proxy.aclstore import AclFileStore
+from aclgate.proxy.cli.aclstorecli import AclStoreClient, AclStoreCliError, AdminAcls, FileAcls
 
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
@@ -71,9 +79,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(_parser=parser)
     many: dict[str, Any] = {"action": "append", "default": None}  # add_argument keywords
     add = parser.add_argument
+    add(
+        "subcommand",
+        nargs="?",
+        choices=("import", "export"),
+        help="import: add the ACLs of --from-cluster to --acl-file; export: write the ACLs of "
+        "--acl-file or --bootstrap-server as an ACL file",
+    )
     add("--acl-file", metavar="PATH", help="the ACL file to change or list (created by --add)")
-    for name in ("--bootstrap-server", "--bootstrap-controller", "--command-config"):
-        add(name, metavar="...", help="kafka-acls' Admin API connection: not supported yet")
+    add("--bootstrap-server", metavar="HOST:PORT,...", help="an aclgate proxy or a Kafka cluster: change or list its ACLs through the Admin API")  # fmt: skip
+    add("--bootstrap-controller", metavar="...", help="kafka-acls' controller connection: not supported (use --bootstrap-server)")  # fmt: skip
+    add("--command-config", metavar="FILE", help="Java client properties for --bootstrap-server or --from-cluster: security.protocol, sasl.mechanism (PLAIN, SCRAM-SHA-256/512), sasl.jaas.config, ssl.truststore.location (PEM)")  # fmt: skip
+    add("--from-cluster", metavar="HOST:PORT,...", help="import: the cluster whose ACLs are copied")
+    add("--output", metavar="PATH", help="export: the ACL file to write (default: stdout)")
     add("--add", action="store_true", help="Indicates you are trying to add ACLs.")
     add("--remove", action="store_true", help="Indicates you are trying to remove ACLs.")
     add("--list", action="store_true", help="List ACLs for the specified resource, use --topic <topic> or --group <group> or --cluster to specify a resource.")  # fmt: skip
@@ -115,14 +133,16 @@ def _pattern_type(value: str) -> PatternType:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """AclCommandOptions.checkArgs, in Kafka's order and words (--acl-file for bootstrap)."""
-    if args.bootstrap_server or args.bootstrap_controller or args.command_config:
-        raise UsageError(
-            "aclgate acls manages an ACL file: use --acl-file PATH "
-            "(--bootstrap-server/--bootstrap-controller are not supported yet)"
-        )
-    if not args.acl_file:
-        raise UsageError("--acl-file must be specified")
+    """AclCommandOptions.checkArgs, in Kafka's order and words (--acl-file is a third way to
+    name the ACLs, besides --bootstrap-server and --bootstrap-controller)."""
+    if args.bootstrap_controller:
+        raise UsageError("--bootstrap-controller is not supported: use --bootstrap-server")
+    if args.from_cluster or args.output:
+        raise UsageError("--from-cluster and --output go with `import` and `export`")
+    if bool(args.acl_file) == bool(args.bootstrap_server):
+        raise UsageError("Exactly one of --acl-file or --bootstrap-server must be specified")
+    if args.command_config and not args.bootstrap_server:
+        raise UsageError("--command-config goes with --bootstrap-server")
     if sum(map(bool, (args.add, args.remove, args.list))) != 1:
         raise UsageError("Command must include exactly one action: --list, --add, --remove. ")
     exclusive = {
@@ -279,7 +299,7 @@ def _confirm(args: argparse.Namespace, message: str) -> bool:
 # ------------------------------------------------------------------------------ actions
 
 
-def add_acls(args: argparse.Namespace, store: AclFileStore) -> None:
+def add_acls(args: argparse.Namespace, store: AclStoreClient) -> None:
     if args.pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
         raise UsageError(
             f"A '--resource-pattern-type' value of '{args.pattern.name}' is not valid when adding acls."
@@ -294,10 +314,10 @@ def add_acls(args: argparse.Namespace, store: AclFileStore) -> None:
         binding.validate()  # as the broker would, before anything is written
     for resource, found in resource_to_entries.items():
         _print_block("Adding ACLs for resource", resource, found)
-    store.modify(lambda current: current + new, create=True)
+    store.create(new)
 
 
-def remove_acls(args: argparse.Namespace, store: AclFileStore) -> None:
+def remove_acls(args: argparse.Namespace, store: AclStoreClient) -> None:
     filters: list[AclBindingFilter] = []
     for resource, found in filter_to_entries(args).items():
         if not found:
@@ -309,15 +329,13 @@ def remove_acls(args: argparse.Namespace, store: AclFileStore) -> None:
             if _confirm(args, prompt):
                 filters += [_filter(resource, e) for e in found]
     if filters:
-        store.modify(lambda current: [b for b in current if not any(f.matches(b) for f in filters)])
+        store.delete(filters)
 
 
-def list_acls(args: argparse.Namespace, store: AclFileStore) -> None:
+def list_acls(args: argparse.Namespace, store: AclStoreClient) -> None:
     filters = [_filter(r, None) for r in resource_filters(args, die_if_none=False)]
     principals = _principals(args.principal)
-    bindings = store.load()
-    if filters:
-        bindings = [b for b in bindings if any(f.matches(b) for f in filters)]
+    bindings = store.describe(filters)
     grouped: dict[Resource, list[Entry]] = {}
     for b in listing_order(bindings):
         resource = (b.resource_type, b.resource_name, b.pattern_type)
@@ -339,16 +357,85 @@ def list_acls(args: argparse.Namespace, store: AclFileStore) -> None:
 ACTIONS = {"add": add_acls, "remove": remove_acls, "list": list_acls}
 
 
+# ------------------------------------------------------------------------------ import, export
+
+
+def _open(args: argparse.Namespace) -> AclStoreClient:
+    if args.bootstrap_server:
+        return AdminAcls(args.bootstrap_server, args.command_config)
+    return FileAcls(args.acl_file)
+
+
+def _close(store: AclStoreClient) -> None:
+    if isinstance(store, AdminAcls):
+        store.close()
+
+
+def import_acls(args: argparse.Namespace) -> None:
+    """Copy every ACL of a live cluster into the ACL file (added to what it holds)."""
+    if not args.from_cluster or not args.acl_file or args.bootstrap_server:
+        raise UsageError("import needs --from-cluster HOST:PORT and --acl-file PATH")
+    source = AdminAcls(args.from_cluster, args.command_config)
+    try:
+        found = source.describe(())
+    finally:
+        source.close()
+    for binding in found:
+        binding.validate()  # what the proxy would refuse to load is not written
+    FileAcls(args.acl_file).create(found)
+    print(f"Imported {len(found)} ACLs from {args.from_cluster} into {args.acl_file}")
+
+
+def export_acls(args: argparse.Namespace) -> None:
+    """Write the ACLs of the file or the endpoint as an ACL file, in Kafka's listing order."""
+    if args.from_cluster or bool(args.acl_file) == bool(args.bootstrap_server):
+        raise UsageError("export needs exactly one of --acl-file or --bootstrap-server")
+    store = _open(args)
+    try:
+        text_out = dump_acl_file(listing_order(store.describe(())))
+    finally:
+        _close(store)
+    if args.output:
+        from aclgate.proxy.fsutil import write_atomically
+
+        write_atomically(Path(args.output), text_out.encode("utf-8"), 0o644)
+    else:
+        sys.stdout.write(text_out)
+
+
+SUBCOMMANDS = {"import": import_acls, "export": export_acls}
+
+
+def _run(args: argparse.Namespace) -> None:
+    args.pattern = _pattern_type(args.resource_pattern_type)
+    if args.subcommand:
+        if args.add or args.remove or args.list:
+            raise UsageError(f"{args.subcommand} takes no --add, --remove or --list")
+        SUBCOMMANDS[args.subcommand](args)
+        return
+    check_args(args)
+    action = next(name for name in ACTIONS if getattr(args, name))
+    store = _open(args)
+    try:
+        ACTIONS[action](args, store)
+    finally:
+        _close(store)
+
+
 def run(args: argparse.Namespace) -> int:
     parser = args._parser
     try:
-        args.pattern = _pattern_type(args.resource_pattern_type)
-        check_args(args)
-        action = next(name for name in ACTIONS if getattr(args, name))
-        ACTIONS[action](args, AclFileStore(args.acl_file))
+        _run(args)
     except UsageError as exc:
         _usage_exit(parser, str(exc))
-    except (CommandError, AclFileError, InvalidAclError, ValueError, OSError) as exc:
+    except (
+        CommandError,
+        AclFileError,
+        AclStoreCliError,
+        InvalidAclError,
+        ValueError,
+        OSError,
+    ) as exc:
         print(f"Error while executing ACL command: {exc}", file=sys.stderr)
         return 1
     return 0

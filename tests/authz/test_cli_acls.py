@@ -253,11 +253,16 @@ def test_f19_consumer_with_required_options_passes_validation(acl_file):
                "--group", "test-group", "--allow-principal", "User:c"))  # fmt: skip
 
 
-def test_f13_f14_target_store_is_required():
+def test_f13_f14_target_store_is_required(acl_file):
+    one = "Exactly one of --acl-file or --bootstrap-server must be specified"
     result = aclgate("--list")
-    assert (result.returncode, result.stderr.splitlines()[0]) == (1, "--acl-file must be specified")
-    result = aclgate("--bootstrap-server", "localhost:9092", "--list")
-    assert result.returncode == 1 and "use --acl-file PATH" in result.stderr
+    assert (result.returncode, result.stderr.splitlines()[0]) == (1, one)
+    result = aclgate("--acl-file", str(acl_file), "--bootstrap-server", "localhost:9092", "--list")
+    assert (result.returncode, result.stderr.splitlines()[0]) == (1, one)
+    result = aclgate("--bootstrap-controller", "localhost:9093", "--list")
+    assert result.returncode == 1 and "use --bootstrap-server" in result.stderr
+    result = aclgate("--acl-file", str(acl_file), "--command-config", "x.properties", "--list")
+    assert result.stderr.splitlines()[0] == "--command-config goes with --bootstrap-server"
 
 
 @pytest.mark.parametrize(
