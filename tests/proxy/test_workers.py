@@ -55,7 +55,11 @@ def port_base(node_ids: tuple[int, ...]) -> int:
 
 
 def start_workers(
-    proxy_process, upstream: str, acl_file: Path, node_ids: tuple[int, ...] = (TANSU_NODE,)
+    proxy_process,
+    upstream: str,
+    acl_file: Path,
+    node_ids: tuple[int, ...] = (TANSU_NODE,),
+    extra: tuple[str, ...] = (),
 ):
     """`aclgate serve --workers 2`; returns it and {node id: its proxy port}."""
     first = port_base(node_ids)
@@ -72,6 +76,7 @@ def start_workers(
         str(acl_file),
         "--workers",
         "2",
+        *extra,
     )
     wait_until(lambda: proxy.readyz()[0] == 200, 30, what="every worker ready")
     return proxy, {n: port_for_node(n, (first, first + 999)) for n in node_ids}
@@ -372,3 +377,48 @@ def test_two_workers_in_front_of_a_three_node_kafka_cluster(
     given = connect_until_both_workers(proxy, proxy.bootstrap)
     assert given == {("127.0.0.1", port) for port in ports.values()}
     assert samples(proxy.http("/metrics")[1], "aclgate_requests_total", {"api": "Fetch"}) > 0
+
+
+def served_serial(port: int, cafile: Path) -> int:
+    """The serial number of the certificate a fresh TLS connection is given."""
+    import ssl
+
+    from cryptography import x509
+
+    context = ssl.create_default_context(cafile=str(cafile))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def test_a_certificate_change_reaches_both_workers(tansu, proxy_process, tmp_path):
+    from cryptography import x509
+
+    from aclgate.certs import pki
+
+    ca = tmp_path / "ca"
+    pki.create_ca(ca)
+    pki.issue_server(ca, dns=["localhost"], ips=["127.0.0.1"])
+    acls = tmp_path / "acls.json"
+    acls.write_text(dump_acl_file(ALLOW_ALL))
+    tls = ("--listener-security-protocol", "SSL")
+    files = ("--ssl-certfile", str(ca / "server.crt"), "--ssl-keyfile", str(ca / "server.key"))
+    proxy, _ = start_workers(proxy_process, tansu.bootstrap, acls, extra=(*tls, *files))
+    first = x509.load_pem_x509_certificate((ca / "server.crt").read_bytes()).serial_number
+    assert served_serial(proxy.bootstrap_port, ca / "ca.crt") == first
+
+    pki.issue_server(ca, dns=["localhost"], ips=["127.0.0.1"], force=True)
+    new = x509.load_pem_x509_certificate((ca / "server.crt").read_bytes()).serial_number
+    assert new != first
+
+    def both_reloaded() -> bool:
+        served_serial(proxy.bootstrap_port, ca / "ca.crt")  # a connection checks the files
+        return all(f"worker-{k} aclgate.tls: TLS certificate reloaded" in proxy.log for k in (0, 1))
+
+    wait_until(both_reloaded, 20, what="both workers to reload the certificate")
+    # from now on every connection, whichever worker takes it, gets the new certificate
+    assert {served_serial(proxy.bootstrap_port, ca / "ca.crt") for _ in range(10)} == {new}
