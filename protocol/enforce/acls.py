@@ -156,9 +156,12 @@ def _respond_later(
 
 
 def _store_error(failure: AclStoreFailure) -> tuple[ErrorCode, str]:
+    """UNKNOWN_SERVER_ERROR with a message that names no internals (paths, hosts): the proxy's
+    log and the audit event say why, as Kafka keeps a server error's details to itself."""
     return (
         ErrorCode.unknown_server_error,
-        f"The ACL store did not commit the change: {failure.message}",
+        "The ACL store did not commit the change; nothing of it was applied (the proxy's log "
+        "says why)",
     )
 
 
