@@ -165,7 +165,13 @@ class LogReader:
             time.sleep(timeout)
             return None
         end = None
-        for msg in self.consumer.consume(num_messages=max_records, timeout=timeout):
+        # poll waits for the first message only; consume(timeout=0) then takes what is queued
+        # (consume with a timeout would wait for `max_records` or the whole timeout)
+        first = self.consumer.poll(timeout)
+        if first is None:
+            return None
+        batch = [first, *self.consumer.consume(num_messages=max_records - 1, timeout=0)]
+        for msg in batch:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
@@ -194,6 +200,11 @@ class LogReader:
                 break
             self.state.feed(offset, record)
         return end
+
+    def position(self) -> int:
+        """The next offset the consumer will fetch (past control records too); -1 if unknown."""
+        offset = self.consumer.position([self.partition])[0].offset
+        return int(offset) if offset is not None and offset >= 0 else -1
 
     def end_offset(self, timeout: float) -> int:
         """The partition's high-water mark, asked of its leader now."""
@@ -271,6 +282,7 @@ class KafkaAclBackend:
         self._replayed = loop.create_future()
         self._thread = threading.Thread(target=self._read_loop, name="acl-reader", daemon=True)
         self._thread.start()
+        self._writer.submit(self._warm_producer)  # the first change need not wait for it
         try:
             await asyncio.wait_for(asyncio.shield(self._replayed), self.settings.start_timeout)
         except TimeoutError:
@@ -336,8 +348,10 @@ class KafkaAclBackend:
             self._call(self._replay_done)
             return
         added, removed = state.drain(end)
-        if self._reader is not None and self._reader.halted is not None:
-            state.reached(self._reader.halted[0])
+        reader = self._reader
+        if reader is not None:
+            # past a transaction's commit marker too: instances in step report one offset
+            state.reached(reader.halted[0] if reader.halted is not None else reader.position())
         if added or removed:
             self.authorizer.update(add=added, remove=removed)
         if end is not None:
@@ -458,6 +472,13 @@ class KafkaAclBackend:
         )
         producer.init_transactions(self.settings.change_timeout)
         return producer
+
+    def _warm_producer(self) -> None:
+        try:
+            if self._producer is None:
+                self._producer = self._new_producer()
+        except Exception as exc:  # the first change tries again and reports it
+            log.warning("ACL topic %s: the writer is not ready: %s", self.settings.topic, exc)
 
     def _close_producer(self) -> None:
         if self._producer is not None:
