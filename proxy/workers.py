@@ -164,13 +164,15 @@ class Supervisor:
         assignment = Assignment(slot.index, worker_config(self.config, slot.index), self.cursor_key)
         process.stdin.write(encode_assignment(assignment))
         # stdin stays open: the worker stops when it reads end of file (supervisor gone)
-        line = await process.stdout.readline()
-        if not line:
-            status = await process.wait()
-            raise WorkerStartFailed(
-                f"worker {slot.index} (pid {process.pid}) exited {describe_exit(status)} "
-                "before it listened (its log lines say why)"
-            )
+        line = b""
+        while not line.startswith(b'{"health"'):  # skip anything else a library printed
+            line = await process.stdout.readline()
+            if not line:
+                status = await process.wait()
+                raise WorkerStartFailed(
+                    f"worker {slot.index} (pid {process.pid}) exited {describe_exit(status)} "
+                    "before it listened (its log lines say why)"
+                )
         host, port = json.loads(line)["health"]
         slot.health = (host, int(port))
         slot.started_at = time.monotonic()

@@ -130,6 +130,7 @@ def topic_error(bootstrap: str, topic: str) -> str | None:
     return None if error is None else error.name()
 
 
+@pytest.mark.slow
 def test_two_workers_serve_the_same_ports_with_one_metrics_and_readiness(
     tansu, proxy_process, tmp_path
 ):
@@ -206,6 +207,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_restarted_and_clients_reconnect_then_sigterm_drains_all(
     tansu, proxy_process, tmp_path
 ):
@@ -266,6 +268,7 @@ def admin_offsets(bootstrap: str, topic: str) -> tuple[int, int]:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_start_stops_the_supervisor(proxy_process, tmp_path):
     """A port held by another program (without SO_REUSEPORT): exit status 1, one clear line."""
     import subprocess
@@ -358,6 +361,7 @@ def test_metrics_merge_sums_counters_keeps_states_and_retired_counters():
     assert samples(merged, "aclgate_connections_active") == 2  # a dead worker's gauge is gone
 
 
+@pytest.mark.slow
 def test_two_workers_in_front_of_a_three_node_kafka_cluster(
     kafka_cluster3, kafka_topic_name, proxy_process, tmp_path
 ):
@@ -395,6 +399,7 @@ def served_serial(port: int, cafile: Path) -> int:
     return x509.load_der_x509_certificate(der).serial_number
 
 
+@pytest.mark.slow
 def test_a_certificate_change_reaches_both_workers(tansu, proxy_process, tmp_path):
     from cryptography import x509
 
