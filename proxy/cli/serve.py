@@ -23,6 +23,7 @@ import signal
 import sys
 
 from aclgate.authz.aclfile import AclFileError
+from aclgate.proxy.aclbackend import AclStoreError
 from aclgate.proxy.config import ConfigError, add_arguments, from_args
 from aclgate.proxy.logs import configure_logging
 
@@ -82,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     tune_gc()
     try:
         uvloop.run(_serve(server))
-    except (AclFileError, OSError) as exc:
+    # an ACL topic that cannot be replayed (proxy/kafkaaclstore.py) is one of those
+    except (AclFileError, AclStoreError, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0
