@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test test-faults lint format bench bench-authz bench-idle soak kafka-jars kafka-up kafka-down clean help
+.PHONY: run test test-faults lint format bench bench-authz bench-idle bench-throughput soak kafka-jars kafka-up kafka-down clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -56,6 +56,10 @@ bench-authz: $(TEST_STAMP)  ## authorizer µs/call and load time (writes bench/r
 
 bench-idle: $(TEST_STAMP)  ## proxy RSS per idle client connection, 10,000 connections (writes bench/results/)
 	$(PY) -m bench.idle_connections $(BENCH_ARGS)
+
+bench-throughput: $(TEST_STAMP) kafka-jars  ## Kafka's ProducerPerformance/ConsumerPerformance: direct vs aclgate (writes bench/results/)
+	$(PIP) install -e '.[bench]'
+	$(PY) -m bench.throughput $(BENCH_ARGS)
 
 soak: $(TEST_STAMP) kafka-jars  ## 30 min of traffic, ACL changes and cert reloads through aclgate (SOAK_ARGS="--minutes 3")
 	$(PIP) install -e '.[bench]'

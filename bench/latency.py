@@ -7,8 +7,10 @@
 Method (docs/bench.md, "The yardstick"): tansu is started on a loopback port, the relay
 (`bench/relay.py`) and aclgate (`python -m aclgate serve`) each in their own process in front of
 it. One client connection per path and round (asyncio + uvloop, bare Protocol) sends
-pre-encoded requests at a fixed rate, one request at a time: Metadata v12 for one topic and
-Produce v9 (acks=1, one record with a 100-byte value, uncompressed RecordBatch v2). Latency is
+pre-encoded requests at a fixed rate, one request at a time: Metadata v12 for one topic,
+Produce v9 (acks=1, one record with a 100-byte value, uncompressed RecordBatch v2), and the
+versions current clients send: Produce v11 (the same record) and Fetch v17 (by topic id,
+sessionless, at most 1 KB from offset 0), whose answers carry KIP-951 tagged fields. Latency is
 taken from the *scheduled* send time whenever the previous response made the request late, so a
 slow response is not hidden by the sends it delayed (coordinated omission); when the client's
 own timer wakes it late, from the actual send time instead. Each round measures every path
@@ -50,13 +52,17 @@ from typing import Any
 from crc32c import crc32c
 from kio.schema.create_topics.v7 import request as create_topics_req
 from kio.schema.create_topics.v7 import response as create_topics_resp
+from kio.schema.fetch.v17 import request as fetch_req
+from kio.schema.fetch.v17 import response as fetch_resp
 from kio.schema.metadata.v12 import request as metadata_req
 from kio.schema.metadata.v12 import response as metadata_resp
 from kio.schema.produce.v9 import request as produce_req
 from kio.schema.produce.v9 import response as produce_resp
+from kio.schema.produce.v11 import request as produce11_req
+from kio.schema.produce.v11 import response as produce11_resp
 from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from aclgate.proxy.embedded_broker import TansuBroker, api_versions_probe, free_port
 
@@ -65,7 +71,16 @@ RESULTS = Path(__file__).resolve().parent / "results"
 TOPIC = "bench"
 VALUE_BYTES = 100
 PERCENTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
-REQUESTS = ("metadata", "produce")
+#: the request types, in the order each round measures them: today's rows, then the versions
+#: current clients send (KIP-951 answers: Produce v10+, Fetch v16+; tansu serves Produce up to
+#: v11, whose answer has the same top-level tagged fields as v12's)
+REQUESTS = ("metadata", "produce", "produce_v11", "fetch_v17")
+KINDS = {
+    "metadata": "Metadata v12",
+    "produce": "Produce v9",
+    "produce_v11": "Produce v11",
+    "fetch_v17": "Fetch v17",
+}
 LABELS = {
     "direct": "Direct to tansu",
     "relay": "Relay, protocol, uvloop (floor)",
@@ -151,8 +166,9 @@ def decode_response(frame: bytes, cls: type) -> Any:
     return body
 
 
-def build_requests(topic: str) -> dict[str, bytes]:
-    """Framed requests with correlation id 0; the client patches the id in before each send."""
+def build_requests(topic: str, topic_id: Any = None) -> dict[str, bytes]:
+    """Framed requests with correlation id 0; the client patches the id in before each send.
+    Fetch v17 names the topic by id (`topic_id`, from `topic_id_of`)."""
     md = metadata_req
     metadata = md.MetadataRequest(
         topics=(md.MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
@@ -172,10 +188,52 @@ def build_requests(topic: str) -> dict[str, bytes]:
             ),
         ),
     )
+    p11 = produce11_req
+    produce11 = p11.ProduceRequest(
+        transactional_id=None,
+        acks=i16(1),
+        timeout=i32Timedelta.parse(timedelta(seconds=5)),
+        topic_data=(
+            p11.TopicProduceData(
+                name=TopicName(topic),
+                partition_data=(p11.PartitionProduceData(index=i32(0), records=batch),),
+            ),
+        ),
+    )
+    fm = fetch_req
+    fetch = fm.FetchRequest(
+        max_wait=i32Timedelta.parse(timedelta(0)),
+        min_bytes=i32(0),
+        topics=(
+            fm.FetchTopic(
+                topic_id=topic_id,
+                partitions=(
+                    fm.FetchPartition(
+                        partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(1024)
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
     return {
         "metadata": encode_request(0, metadata),
         "produce": encode_request(0, produce),
+        "produce_v11": encode_request(0, produce11),
+        "fetch_v17": encode_request(0, fetch),
     }
+
+
+def topic_id_of(address: str, topic: str) -> Any:
+    """The topic's id, asked straight from the broker (Metadata v12)."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(build_requests(topic)["metadata"])
+        frame = _recv_frame(sock)
+    (found,) = decode_response(frame, metadata_resp.MetadataResponse).topics
+    if int(found.error_code) != 0 or found.topic_id is None:
+        raise RuntimeError(f"no id for topic {topic}: error {found.error_code}")
+    return found.topic_id
 
 
 def check_response(kind: str, frame: bytes) -> None:
@@ -183,8 +241,12 @@ def check_response(kind: str, frame: bytes) -> None:
     if kind == "metadata":
         body = decode_response(frame, metadata_resp.MetadataResponse)
         codes = [t.error_code for t in body.topics]
+    elif kind == "fetch_v17":
+        body = decode_response(frame, fetch_resp.FetchResponse)
+        codes = [body.error_code] + [p.error_code for t in body.responses for p in t.partitions]
     else:
-        body = decode_response(frame, produce_resp.ProduceResponse)
+        cls = produce_resp if kind == "produce" else produce11_resp
+        body = decode_response(frame, cls.ProduceResponse)
         codes = [p.error_code for t in body.responses for p in t.partition_responses]
     if not codes or any(int(c) != 0 for c in codes):
         raise RuntimeError(f"{kind} request failed: error codes {codes}")
@@ -424,7 +486,7 @@ def aclgate_serve_help() -> str:
 
 
 def write_acl_file(path: Path, topic: str) -> None:
-    """Allow User:ANONYMOUS exactly what the two benchmark requests need."""
+    """Allow User:ANONYMOUS exactly what the benchmark requests need."""
 
     def acl(operation: str) -> dict[str, str]:
         return {
@@ -437,7 +499,8 @@ def write_acl_file(path: Path, topic: str) -> None:
             "permission_type": "ALLOW",
         }
 
-    path.write_text(json.dumps({"version": 1, "acls": [acl("DESCRIBE"), acl("WRITE")]}, indent=1))
+    acls = [acl("DESCRIBE"), acl("WRITE"), acl("READ")]
+    path.write_text(json.dumps({"version": 1, "acls": acls}, indent=1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -568,12 +631,13 @@ def _signed(x: float) -> str:
 def markdown_table(data: dict[str, Any], paths: list[str]) -> str:
     """The table for one aggregate() result (`data` holds summary and added_vs_*)."""
     summary = data["summary"]
+    kinds = "; ".join(KINDS[k] for k in REQUESTS)
     head = (
-        "| Path | Metadata p50 | Metadata p99 | Metadata p99.9 | Produce p50 | Produce p99 "
-        "| Produce p99.9 | Added vs direct, p50 / p99: metadata; produce "
-        "| Added vs relay, p50 / p99: metadata; produce |"
+        "| Path | "
+        + " | ".join(f"{KINDS[k]} {name}" for k in REQUESTS for name, _ in PERCENTILES)
+        + f" | Added vs direct, p50 / p99: {kinds} | Added vs relay, p50 / p99: {kinds} |"
     )
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * (3 + len(REQUESTS) * len(PERCENTILES))]
     for path in paths:
         cells = [_cell(summary[path][kind][name]) for kind in REQUESTS for name, _ in PERCENTILES]
 
@@ -599,8 +663,10 @@ def markdown_table(data: dict[str, Any], paths: list[str]) -> str:
 def paired_table(data: dict[str, Any]) -> str:
     """Added vs direct, paired within each round (data: an aggregate() result)."""
     lines = [
-        "| Path | Metadata p50 | Metadata p99 | Produce p50 | Produce p99 |",
-        "|---|---|---|---|---|",
+        "| Path | "
+        + " | ".join(f"{KINDS[k]} {n}" for k in REQUESTS for n in ("p50", "p99"))
+        + " |",
+        "|" + "---|" * (1 + 2 * len(REQUESTS)),
     ]
     for path, entry in data["added_vs_direct"].items():
         cells = [_cell(entry[kind][name]["paired"]) for kind in REQUESTS for name in ("p50", "p99")]
@@ -715,8 +781,12 @@ Recorded {data["finished"]} with `{data["command"]}`.
 
 {cfg["rounds"]} interleaved rounds; per round and path, {cfg["warmup"]} warm-up then \
 {cfg["requests"]} measured requests of each type, one connection, one request in flight, at a \
-fixed rate of {cfg["rate"]:g} requests/s. Metadata v12 for one topic; Produce v9, acks=1, one \
-100-byte record, uncompressed. Upstream: tansu {env["tansu"]} on loopback. All figures in µs.
+fixed rate of {cfg["rate"]:g} requests/s. Metadata v12 for one topic; Produce v9 and v11, acks=1, \
+one 100-byte record, uncompressed; Fetch v17 (sessionless, by topic id) of partition 0 from \
+offset 0, at most 1 KB, no wait. Produce v11 and Fetch v17 are the versions current clients \
+send, whose answers carry KIP-951 tagged fields that aclgate walks by offsets (tansu serves \
+Produce up to v11; v12's answer has the same tagged fields). Upstream: tansu {env["tansu"]} on \
+loopback. All figures in µs.
 
 ## Fixed-rate latency (from the scheduled send time)
 
@@ -777,7 +847,7 @@ def write_plot(data: dict[str, Any], path: Path) -> bool:
         print("matplotlib not installed: no plot (pip install -e '.[bench]')", file=sys.stderr)
         return False
     paths = data["config"]["paths"]
-    fig, axes = plt.subplots(1, len(REQUESTS), figsize=(11, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, len(REQUESTS), figsize=(5 * len(REQUESTS), 4.5), sharey=True)
     width = 0.8 / len(paths)
     for ax, kind in zip(axes, REQUESTS, strict=True):
         for j, p in enumerate(paths):
@@ -789,7 +859,7 @@ def write_plot(data: dict[str, Any], path: Path) -> bool:
             ax.errorbar(xs, med, yerr=err, fmt="o", capsize=4, label=LABELS.get(p, p))
         ax.set_xticks(range(len(PERCENTILES)), [name for name, _ in PERCENTILES])
         ax.set_xlim(-0.5, len(PERCENTILES) - 0.5)
-        ax.set_title(f"{kind} ({data['config']['rounds']} rounds)")
+        ax.set_title(f"{KINDS[kind]} ({data['config']['rounds']} rounds)")
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(FuncFormatter(_duration_label))
@@ -817,8 +887,7 @@ def _round_line(index: int, total: int, result: dict[str, Any]) -> str:
     for path in result["order"]:
         r = result["results"][path]
         parts.append(
-            f"{path} md {r['metadata']['p50']:.0f}/{r['metadata']['p99']:.0f}"
-            f" pr {r['produce']['p50']:.0f}/{r['produce']['p99']:.0f}"
+            path + " " + " ".join(f"{k} {r[k]['p50']:.0f}/{r[k]['p99']:.0f}" for k in REQUESTS)
         )
     return (
         f"round {index}/{total} (p50/p99 µs): "
@@ -854,7 +923,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.latency",
         description=(
-            "Fixed-rate latency of Metadata and Produce requests: direct to tansu, through a "
+            "Fixed-rate latency of Metadata, Produce and Fetch requests: direct to tansu, through a "
             "bare uvloop relay (the floor) and through aclgate, interleaved in one run."
         ),
     )
@@ -994,7 +1063,7 @@ def main(argv: list[str] | None = None) -> int:
             for service in services:
                 service.wait_ready()
             addresses = {"direct": broker.bootstrap} | {s.name: s.address for s in services}
-            templates = build_requests(TOPIC)
+            templates = build_requests(TOPIC, topic_id_of(broker.bootstrap, TOPIC))
             uvloop.run(_measure_all(args, addresses, templates, rounds))
         finally:
             for service in services:
