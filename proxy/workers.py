@@ -192,7 +192,7 @@ class Supervisor:
             slot.last_metrics = ""
             lived = time.monotonic() - slot.started_at
             slot.quick_failures = slot.quick_failures + 1 if lived < STABLE_SECONDS else 0
-            delay = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, slot.quick_failures - 1))
+            delay = restart_delay(slot.quick_failures)
             log.error(
                 "worker %d (pid %d) exited %s after %.1f s; restarting it in %.1f s",
                 slot.index,
@@ -340,6 +340,12 @@ class SupervisorHttp(HealthServer):
         key = "ready" if path == "/readyz" else "healthy"
         body = json.dumps({key: ok, **details}, sort_keys=True).encode() + b"\n"
         return (200 if ok else 503), "application/json", body
+
+
+def restart_delay(quick_failures: int) -> float:
+    """Seconds before restarting a worker that died after `quick_failures` consecutive
+    short lives (0: it had run for STABLE_SECONDS or more)."""
+    return min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, quick_failures - 1))
 
 
 def describe_exit(status: int) -> str:

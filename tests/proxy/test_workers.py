@@ -26,6 +26,7 @@ from aclgate.proxy.config import ConfigError, ProxyConfig, parse_workers
 from aclgate.proxy.directory import port_for_node
 from aclgate.proxy.embedded_broker import free_port
 from aclgate.proxy.metricsmerge import MetricsMerger
+from aclgate.proxy.workers import restart_delay
 from tests.fixtures.wait import wait_until
 from tests.scenarios import clients
 
@@ -326,6 +327,11 @@ def test_worker_count_parsing():
     for bad in ("0", "-1", "many"):
         with pytest.raises(ConfigError):
             parse_workers(bad)
+
+
+def test_restart_backoff_doubles_for_workers_that_keep_dying_up_to_a_cap():
+    assert [restart_delay(n) for n in range(8)] == [0.5, 0.5, 1, 2, 4, 8, 16, 30]
+    assert restart_delay(100) == 30
 
 
 def test_metrics_merge_sums_counters_keeps_states_and_retired_counters():
