@@ -271,7 +271,7 @@ class FetchHandler(ApiHandler):
 
             def bind(error: int, new_sid: int) -> None:
                 if not error and new_sid:
-                    sessions.held[new_sid] = opened
+                    sessions.bind(new_sid, opened)
 
             frame = self._patched(frame, header, request, own, INITIAL_EPOCH)
             forward(session, header, frame, SessionAnswer(rewriter_for(header), v >= 12, bind))

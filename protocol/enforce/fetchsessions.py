@@ -51,6 +51,11 @@ class Held:
                     del self.topics[topic]
 
 
+#: sessions remembered per connection (a client keeps one per broker connection); past it the
+#: oldest is forgotten, and a request naming it is fetched sessionless: safe, only slower
+MAX_SESSIONS = 8
+
+
 class FetchSessions:
     """Per client connection: broker session id -> what the proxy let into it. Only sessions
     opened on this connection are known; any other id is treated as no session, so one
@@ -60,6 +65,13 @@ class FetchSessions:
 
     def __init__(self) -> None:
         self.held: dict[int, Held] = {}
+
+    def bind(self, session_id: int, held: Held) -> None:
+        """A session the broker opened for a request the proxy authorized."""
+        self.held.pop(session_id, None)
+        while len(self.held) >= MAX_SESSIONS:
+            del self.held[next(iter(self.held))]
+        self.held[session_id] = held
 
 
 def sessions_of(session: ProxySession) -> FetchSessions:

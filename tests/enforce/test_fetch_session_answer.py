@@ -8,7 +8,13 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from aclgate.protocol.codec import MalformedResponse, decode_response, encode_response
-from aclgate.protocol.enforce.fetchsessions import SessionAnswer, answer_head
+from aclgate.protocol.enforce.fetchsessions import (
+    MAX_SESSIONS,
+    FetchSessions,
+    Held,
+    SessionAnswer,
+    answer_head,
+)
 from aclgate.protocol.routing import rewriter_for
 from aclgate.protocol.versions import response_class
 from tests.fixtures.scripted_broker import _defaults, _mod
@@ -85,3 +91,12 @@ def test_an_answer_shorter_than_its_head_is_malformed():
     stream.feed(memoryview(b"\x00" * 5))
     with pytest.raises(MalformedResponse):
         stream.finish()
+
+
+def test_a_connection_remembers_a_bounded_number_of_sessions():
+    sessions = FetchSessions()
+    for sid in range(1, MAX_SESSIONS + 3):
+        sessions.bind(sid, Held())
+    assert list(sessions.held) == list(range(3, MAX_SESSIONS + 3))  # the oldest forgotten
+    sessions.bind(5, Held())  # the same id again: replaced, nothing else forgotten
+    assert len(sessions.held) == MAX_SESSIONS and list(sessions.held)[-1] == 5

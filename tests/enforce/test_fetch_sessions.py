@@ -1,5 +1,6 @@
-"""KIP-227 incremental fetch sessions: the proxy forces sessionless fetches, so every Fetch
-names (and is authorized for) every partition; a denied partition never reaches the broker."""
+"""KIP-227 incremental fetch sessions: an incremental fetch naming a session this connection
+did not open, with a denied topic, is fetched sessionless with the allowed topics only; a
+denied partition never reaches the broker (the kept sessions: test_fetch_sessions_kafka.py)."""
 
 from __future__ import annotations
 
