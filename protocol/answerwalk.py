@@ -13,8 +13,8 @@ The structures are data (`SCHEMAS`): tuples of ops run by one small interpreter.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import Any, cast
 
 from kio.serial.readers import read_unsigned_varint
 
@@ -169,40 +169,75 @@ class AnswerWalk:
         return self.tail
 
 
-def _skip(ops: tuple[Op, ...], buf: bytes | memoryview, pos: int) -> int:
-    """The same walk over bytes that are all here: plain offsets, no generator."""
-    for op in ops:
-        kind = op[0]
-        if kind is SKIP:
-            pos += op[1]
-            continue
-        b = buf[pos]
-        if b < 0x80:
-            value, pos = b, pos + 1
-        else:
-            value, used = read_unsigned_varint(buf, pos)
-            pos += used
-        if kind is BLOB:
-            if value > 1:
-                pos += value - 1
-        elif kind is TAGS:
-            for _ in range(value):
-                _tag, used = read_unsigned_varint(buf, pos)
-                size, used2 = read_unsigned_varint(buf, pos + used)
-                pos += used + used2 + size
-        else:  # ARRAY
-            body = op[1]
-            for _ in range(value - 1):
-                pos = _skip(body, buf, pos)
-        if pos > len(buf):
-            raise IndexError("past the end")
+def _compile(ops: tuple[Op, ...]) -> Callable[[Any, int], int]:
+    """The walk over bytes that are all here, as one Python function made from the ops:
+    straight-line offset arithmetic with the one-byte varint (nearly every count and length on
+    this path) read inline. An interpreter over the ops costs a call per op and per array
+    element, which on a small Produce answer made the walk slower than kio's native decode."""
+    lines = ["def walk(buf, pos):"]
+
+    def varint(indent: str, target: str) -> None:
+        lines.extend(
+            [
+                f"{indent}b = buf[pos]",
+                f"{indent}if b < 0x80:",
+                f"{indent}    {target} = b",
+                f"{indent}    pos += 1",
+                f"{indent}else:",
+                f"{indent}    {target}, used = uvarint(buf, pos)",
+                f"{indent}    pos += used",
+            ]
+        )
+
+    def emit(body: tuple[Op, ...], indent: str, depth: int) -> None:
+        for op in body:
+            kind = op[0]
+            if kind is SKIP:
+                lines.append(f"{indent}pos += {op[1]}")
+            elif kind is BLOB:
+                varint(indent, "n")
+                lines.append(f"{indent}if n > 1:")
+                lines.append(f"{indent}    pos += n - 1")
+            elif kind is TAGS:
+                lines.append(f"{indent}if buf[pos] == 0:")
+                lines.append(f"{indent}    pos += 1")
+                lines.append(f"{indent}else:")
+                lines.append(f"{indent}    pos = tags(buf, pos)")
+            else:  # ARRAY
+                count = f"c{depth}"
+                varint(indent, count)
+                lines.append(f"{indent}for _ in range({count} - 1):")
+                emit(op[1], indent + "    ", depth + 1)
+        lines.append(f"{indent}if pos > len(buf):")
+        lines.append(f"{indent}    raise IndexError('past the end')")
+
+    emit(ops, "    ", 0)
+    lines.append("    return pos")
+    namespace: dict[str, Any] = {"uvarint": read_unsigned_varint, "tags": _skip_tags}
+    exec("\n".join(lines), namespace)  # the source is built above from SCHEMAS only
+    return cast("Callable[[Any, int], int]", namespace["walk"])
+
+
+def _skip_tags(buf: Any, pos: int) -> int:
+    count, used = read_unsigned_varint(buf, pos)
+    pos += used
+    for _ in range(count):
+        _tag, used = read_unsigned_varint(buf, pos)
+        size, used2 = read_unsigned_varint(buf, pos + used)
+        pos += used + used2 + size
     return pos
+
+
+_WALKS: dict[tuple[Op, ...], Callable[[Any, int], int]] = {}
 
 
 def tail_offset(ops: tuple[Op, ...], frame: bytes | memoryview) -> int:
     """Where the top-level tagged fields of a whole framed answer start."""
+    walk = _WALKS.get(ops)
+    if walk is None:
+        walk = _WALKS[ops] = _compile(ops)
     try:
-        pos = _skip(ops, frame, 8)
+        pos = walk(frame, 8)
     except DECODE_ERRORS as exc:
         raise MalformedResponse(f"the answer ends inside its structure: {exc!r}") from exc
     if pos >= len(frame):
