@@ -1,7 +1,8 @@
 """Reading audit events: explicit schema, every line accounted for.
 
-Each input line ends up in exactly one of three piles: blank, malformed (with the reason,
-its file and line number) or a valid event. Malformed lines are counted and listed, never
+Each input line ends up in exactly one of four piles: blank, another kind of event than a
+decision (`acl_change` lines: counted, not read), malformed (with the reason, its file and line
+number) or a valid decision event. Malformed lines are counted and listed, never
 dropped silently and never fatal. The parsed lines are cached once, on local disk
 (DISK_ONLY: millions of lines would not fit a default 1 GB heap, and re-reading the compact
 columnar cache is far cheaper than parsing the JSON again), so the several aggregations of
@@ -163,20 +164,24 @@ def read_audit(
     ts = F.try_to_timestamp(j["ts"])
     ts_first = F.try_to_timestamp(j["ts_first"])
     blank = F.trim(F.col("_raw")) == ""
-    problem = F.when(blank, F.lit(None)).otherwise(_first_problem(j, ts, ts_first))
+    other = F.coalesce(j["event"].isNotNull() & j[CORRUPT_COLUMN].isNull(), F.lit(False))
+    problem = F.when(blank | other, F.lit(None)).otherwise(_first_problem(j, ts, ts_first))
     lines = raw.select(
         F.col("_file"),
         F.col("_block"),
         F.col("_row"),
         F.col("_mid"),
         blank.alias("_blank"),
+        other.alias("_other"),
         problem.alias("_error"),
         F.when(problem.isNotNull(), F.substring("_raw", 1, RAW_TEXT_LIMIT)).alias("_text"),
         ts.alias("ts"),
         ts_first.alias("ts_first"),
         *[j[name].alias(name) for name in EVENT_COLUMNS if name not in ("ts", "ts_first")],
     ).persist(StorageLevel.DISK_ONLY)
-    events = lines.filter(F.col("_error").isNull() & ~F.col("_blank")).select(*EVENT_COLUMNS)
+    events = lines.filter(F.col("_error").isNull() & ~F.col("_blank") & ~F.col("_other")).select(
+        *EVENT_COLUMNS
+    )
     if since is not None:
         events = events.filter(F.col("ts") >= F.lit(since))
     if until is not None:
@@ -188,10 +193,11 @@ def line_stats(data: AuditData) -> dict[str, Any]:
     """Counts of every pile (one pass over the cache; the first pass also fills it)."""
     from pyspark.sql import functions as F
 
-    good = F.col("_error").isNull() & ~F.col("_blank")
+    good = F.col("_error").isNull() & ~F.col("_blank") & ~F.col("_other")
     row = data.lines.agg(
         F.count(F.lit(1)).alias("lines"),
         F.count(F.when(F.col("_blank"), 1)).alias("blank"),
+        F.count(F.when(F.col("_other"), 1)).alias("other_events"),
         F.count(F.when(F.col("_error").isNotNull(), 1)).alias("malformed"),
         F.count(F.when(good, 1)).alias("valid"),
         F.min(F.when(good, F.unix_micros(F.coalesce("ts_first", "ts")))).alias("first"),
@@ -201,6 +207,7 @@ def line_stats(data: AuditData) -> dict[str, Any]:
     return {
         "lines": row["lines"],
         "blank": row["blank"],
+        "other_events": row["other_events"],
         "malformed": row["malformed"],
         "valid": row["valid"],
         "first_ts": from_micros(row["first"]),

@@ -99,6 +99,8 @@ def audit_schema(with_corrupt_column: bool = False) -> StructType:
 
     fields = [
         StructField("schema_version", IntegerType()),
+        # absent on decision lines; other event kinds (`acl_change`) are counted, not read
+        StructField("event", StringType()),
         StructField("ts", StringType()),
         StructField("ts_first", StringType()),
         StructField("count", LongType()),

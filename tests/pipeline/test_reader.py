@@ -61,6 +61,28 @@ def test_malformed_lines_are_counted_with_file_and_line(spark, tmp_path, progres
         loaded.data.release()
 
 
+def test_acl_change_events_are_counted_apart_not_malformed(spark, tmp_path, progress):
+    """The proxy writes `acl_change` events (docs/audit.md) into the same file."""
+    change = {
+        "schema_version": 1,
+        "event": "acl_change",
+        "ts": GOOD["ts"],
+        "principal": "User:admin",
+        "api": "CreateAcls",
+        "result": "COMMITTED",
+        "added": [],
+        "removed": [],
+    }
+    write_jsonl(tmp_path / "in" / "a.jsonl", [GOOD, json.dumps(change), GOOD])
+    loaded = load_audit(spark, [str(tmp_path / "in")], progress)
+    try:
+        s = loaded.summary
+        assert (s["lines"], s["other_events"], s["valid"], s["malformed"]["count"]) == (3, 1, 2, 0)
+        assert loaded.data.events.count() == 2
+    finally:
+        loaded.data.release()
+
+
 def test_line_numbers_survive_split_files(spark, tmp_path):
     """A plain file read in many splits still gets exact line numbers for its bad lines."""
     from aclgate.pipeline.malformed import malformed_lines, malformed_sample
@@ -86,7 +108,7 @@ def test_parquet_input_and_time_window(spark, tmp_path, progress):
 
     rows = small_log()
     frame = spark.createDataFrame(
-        [tuple(r[f.name] for f in audit_schema()) for r in rows], audit_schema()
+        [tuple(r.get(f.name) for f in audit_schema()) for r in rows], audit_schema()
     )
     frame.write.parquet(str(tmp_path / "pq"))
     write_jsonl(tmp_path / "jl" / "x.jsonl", rows)
