@@ -142,8 +142,15 @@ class ProduceHandler(ApiHandler):
         peeked = peek_produce(frame, header)
         if peeked is None:
             return super().__call__(session, header, frame)
-        acks, name, partitions = peeked
+        acks, topic, partitions = peeked
         ctx = session.context
+        if isinstance(topic, str):
+            name = topic
+        else:  # Produce v13 names the topic by id: a known one is decided here too
+            known = ctx.policy.topic_ids.name(topic)
+            if known is None:
+                return super().__call__(session, header, frame)
+            name = known
         try:
             allowed = ctx.check(header, WRITE, TOPIC, name, True, partitions)
         except NotReady:  # nothing was recorded: the full path answers it
