@@ -232,12 +232,12 @@ def _acl_store_metrics(status: Any) -> Iterator[GaugeMetricFamily]:
         "1 while the store cannot be read or applied (the last good policy stays in force)",
         status.error is not None,
     )
-    if status.applied_offset is not None:
-        yield GaugeMetricFamily(
-            "aclgate_acl_store_applied_offset",
-            "Offset of the last ACL record applied (kafka store)",
-            status.applied_offset,
-        )
+    yield GaugeMetricFamily(
+        "aclgate_acl_store_applied_offset",
+        "Offset of the last ACL record applied (kafka store; -1 with the file store or before "
+        "the first record)",
+        -1 if status.applied_offset is None else status.applied_offset,
+    )
     yield GaugeMetricFamily(
         "aclgate_acl_store_stale_seconds",
         "Seconds since the store was last known to be in step with its source (0: in step)",
