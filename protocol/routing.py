@@ -25,6 +25,7 @@ from aclgate.protocol.effects import DroppedApiKeys
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader
 from aclgate.protocol.session import ProxySession, ResponseRewriter, Slot
+from aclgate.protocol.shareanswers import BEFORE_ENDPOINTS, rewrite_share_endpoints
 from aclgate.protocol.versions import KIO_RANGES
 
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 18, 60
@@ -43,15 +44,6 @@ BLOCKED: dict[int, str] = {
     55: "DescribeQuorum returns controller endpoints (real addresses)",
     80: "raft voter changes are controller operations",
     81: "raft voter changes are controller operations",
-    76: "share groups (KIP-932) are early access and their responses carry node endpoints",
-    77: "share groups (KIP-932) are early access and their responses carry node endpoints",
-    78: "share groups (KIP-932) are early access and their responses carry node endpoints",
-    79: "share groups (KIP-932) are early access and their responses carry node endpoints",
-    88: "streams groups (KIP-1071) are not in the authorization table yet",
-    89: "streams groups (KIP-1071) are not in the authorization table yet",
-    90: "share group offsets (KIP-932) are early access",
-    91: "share group offsets (KIP-932) are early access",
-    92: "share group offsets (KIP-932) are early access",
     SASL_HANDSHAKE: "SASL is terminated by the proxy's listener, never forwarded",
     SASL_AUTHENTICATE: "SASL is terminated by the proxy's listener, never forwarded",
 }
@@ -117,6 +109,10 @@ class _NodeEndpoints:
 _node_endpoints = _NodeEndpoints()
 
 
+def _share_endpoints(session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
+    return rewrite_share_endpoints(frame, slot.api_key, slot.api_version, session.config.brokers)
+
+
 def address_rewriter(api_key: int, api_version: int) -> ResponseRewriter | None:
     """The rewrite every response of this key/version needs to keep clients on the proxy."""
     if api_key == METADATA:
@@ -129,6 +125,8 @@ def address_rewriter(api_key: int, api_version: int) -> ResponseRewriter | None:
         return _trim_api_versions
     if (api_key == PRODUCE and api_version >= 10) or (api_key == FETCH and api_version >= 16):
         return _node_endpoints
+    if (api_key, api_version) in BEFORE_ENDPOINTS:  # ShareFetch, ShareAcknowledge
+        return _share_endpoints
     return None
 
 

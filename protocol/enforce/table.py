@@ -10,6 +10,7 @@ checks a request gets").
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -40,6 +41,14 @@ from aclgate.protocol.enforce.metadata import MetadataHandler
 from aclgate.protocol.enforce.partitions import (
     CreatePartitionsHandler,
     DescribeTopicPartitionsHandler,
+)
+from aclgate.protocol.enforce.sharegroups import (
+    DescribeShareGroupOffsetsHandler,
+    GroupDescribeHandler,
+    ShareAcknowledgeHandler,
+    ShareFetchHandler,
+    ShareGroupHeartbeatHandler,
+    StreamsGroupHeartbeatHandler,
 )
 from aclgate.protocol.enforce.txn import AddPartitionsToTxnHandler, InitProducerIdHandler
 from aclgate.protocol.enforce.txnadmin import DescribeTransactionsHandler, ListTransactionsHandler
@@ -283,6 +292,56 @@ TABLE: dict[ApiKey, Row] = {
         "can be short (or empty with a next cursor); a next cursor naming a hidden topic is "
         "sealed into an opaque token valid for this proxy process",
     ),
+    # share groups (KIP-932) and streams groups (KIP-1071): protocol/enforce/sharegroups.py
+    ApiKey.SHARE_GROUP_HEARTBEAT: Row((1, 1), ShareGroupHeartbeatHandler()),
+    ApiKey.SHARE_GROUP_DESCRIBE: Row((1, 1), GroupDescribeHandler(streams=False)),
+    ApiKey.SHARE_FETCH: Row(
+        (1, 2),
+        ShareFetchHandler(),
+        note="share sessions are kept per connection: a session this connection did not open "
+        "is answered 122 (SHARE_SESSION_NOT_FOUND) so the client opens one here",
+    ),
+    ApiKey.SHARE_ACKNOWLEDGE: Row((1, 2), ShareAcknowledgeHandler()),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Row(
+        (0, 1),
+        DescribeShareGroupOffsetsHandler(),
+        note="denied groups' entries come after the others (Kafka keeps request order)",
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: Row(
+        (0, 0),
+        per_topic(
+            Op.READ,
+            response_array="responses",
+            name=lambda t: t.topic_name,
+            pre=(group(Op.READ),),
+            pre_overrides={"responses": (), "error_message": "Group authorization failed."},
+            entry_overrides={"topic_id": uuid.UUID(int=0)},
+            forward_empty=True,
+            doc_name="topic_name",
+        ),
+        note="denied topics' partitions 29 with a zero topic id (Kafka fills in the id)",
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: Row(
+        (0, 0),
+        per_topic(
+            Op.READ,
+            response_array="responses",
+            name=lambda t: t.topic_name,
+            pre=(group(Op.DELETE),),
+            pre_overrides={"responses": (), "error_message": "Group authorization failed."},
+            entry_overrides={"error_message": "Topic authorization failed."},
+            forward_empty=True,
+            doc_name="topic_name",
+        ),
+    ),
+    ApiKey.STREAMS_GROUP_HEARTBEAT: Row(
+        (0, 0),
+        StreamsGroupHeartbeatHandler(),
+        note="Kafka creates missing internal topics after the coordinator asks, checking CREATE "
+        "then; the proxy asks CREATE on them up front, even if they exist, since the broker would "
+        "create them as the proxy (denied: 29 with Kafka's message, not a status)",
+    ),
+    ApiKey.STREAMS_GROUP_DESCRIBE: Row((0, 0), GroupDescribeHandler(streams=True)),
 }
 
 
@@ -319,7 +378,9 @@ def render_docs() -> str:
         "a test fails when this file and the table disagree. Checks follow Apache Kafka's broker",
         "(KafkaApis / ControllerApis, KRaft); the cluster resource is `kafka-cluster`. Error codes:",
         "29 TOPIC_AUTHORIZATION_FAILED, 30 GROUP_AUTHORIZATION_FAILED, 31 CLUSTER_AUTHORIZATION_FAILED,",
-        "53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED.",
+        "53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED. The share and streams group rows (keys 76-79,",
+        "88-92) follow `handleShareGroupHeartbeat`, `handleShareFetchRequest` and their neighbours in",
+        "KafkaApis.scala of Apache Kafka 4.3.1 (public source: github.com/apache/kafka, tag 4.3.1).",
         "",
         "| Key | API | Versions | Checks, in order | Granularity | Notes |",
         "|---:|---|---|---|---|---|",

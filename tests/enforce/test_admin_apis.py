@@ -1107,6 +1107,86 @@ CASES: dict[int, Case] = {
             "next_cursor": None,
         },
     ),
+    # share groups (KIP-932) and streams groups (KIP-1071)
+    76: Case(
+        lambda: req(76, 1, group_id="g", member_id="m", subscribed_topic_names=("t",)),
+        {"error_code": 30, "assignment": None},
+    ),
+    77: Case(
+        lambda: req(77, 1, group_ids=("g",), include_authorized_operations=False),
+        {"groups": [{"error_code": 30, "group_id": "g", "members": []}]},
+    ),
+    78: Case(
+        lambda: req(78, 1, group_id="g", member_id="m", topics=(), forgotten_topics_data=()),
+        {"error_code": 30, "responses": [], "node_endpoints": []},
+    ),
+    79: Case(
+        lambda: req(79, 1, group_id="g", member_id="m", share_session_epoch=i32(0), topics=()),
+        {"error_code": 30, "responses": [], "node_endpoints": []},
+    ),
+    88: Case(lambda: req(88, 0, group_id="g", member_id="m"), {"error_code": 30}),
+    89: Case(
+        lambda: req(89, 0, group_ids=("g",), include_authorized_operations=False),
+        {"groups": [{"error_code": 30, "group_id": "g", "members": [], "topology": None}]},
+    ),
+    90: Case(
+        lambda: req(
+            90,
+            1,
+            groups=(
+                sub(
+                    90,
+                    1,
+                    "DescribeShareGroupOffsetsRequestGroup",
+                    group_id="g",
+                    topics=(
+                        sub(
+                            90,
+                            1,
+                            "DescribeShareGroupOffsetsRequestTopic",
+                            topic_name="t",
+                            partitions=(i32(0),),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        {"groups": [{"group_id": "g", "error_code": 30, "topics": []}]},
+    ),
+    91: Case(
+        lambda: req(
+            91,
+            0,
+            group_id="g",
+            topics=(
+                sub(
+                    91,
+                    0,
+                    "AlterShareGroupOffsetsRequestTopic",
+                    topic_name="t",
+                    partitions=(
+                        sub(
+                            91,
+                            0,
+                            "AlterShareGroupOffsetsRequestPartition",
+                            partition_index=i32(0),
+                            start_offset=i64(0),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        {"error_code": 30, "error_message": "Group authorization failed.", "responses": []},
+    ),
+    92: Case(
+        lambda: req(
+            92,
+            0,
+            group_id="g",
+            topics=(sub(92, 0, "DeleteShareGroupOffsetsRequestTopic", topic_name="t"),),
+        ),
+        {"error_code": 30, "error_message": "Group authorization failed.", "responses": []},
+    ),
 }
 
 
