@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -122,6 +123,10 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop.set)
+        taken = self._taken_port()
+        if taken:
+            log.error("cannot start: %s", taken)
+            return 1
         log.info("starting %d workers", len(self.slots))
         try:
             await asyncio.gather(*(self._spawn(slot) for slot in self.slots))
@@ -149,6 +154,21 @@ class Supervisor:
         if self.http is not None:
             await self.http.close()
         return 0
+
+    def _taken_port(self) -> str | None:
+        """Why the ports known in advance cannot be ours, or None. The workers' SO_REUSEPORT
+        would let them join the sockets of another aclgate started with the same ports (by
+        the same user) and silently share its traffic; a plain bind here fails instead."""
+        host = self.config.listen[0]
+        for port in (self.config.listen[1], *self.config.node_port.values()):
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            try:
+                with socket.socket(family, socket.SOCK_STREAM) as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    probe.bind((host, port))
+            except OSError as exc:
+                return f"port {port} on {host} is in use ({exc.strerror or exc})"
+        return None
 
     async def _spawn(self, slot: WorkerSlot) -> None:
         """Start the worker of `slot` and wait until it listens."""

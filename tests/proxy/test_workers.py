@@ -144,6 +144,18 @@ def test_two_workers_serve_the_same_ports_with_one_metrics_and_readiness(
     assert all(w["ready"] and w["upstream_reachable"] for w in ready["workers"])
     status, body = proxy.http("/healthz")
     assert status == 200 and json.loads(body)["healthy"] is True
+    # a second aclgate with the same ports does not join the workers' SO_REUSEPORT group
+    import subprocess
+    import sys
+
+    second = subprocess.run(
+        [sys.executable, "-m", "aclgate", "serve", *proxy.args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode == 1
+    assert f"cannot start: port {proxy.bootstrap_port} on 127.0.0.1 is in use" in second.stderr
 
     # a real client round trip through the shared bootstrap and broker ports
     clients.confluent_roundtrip(proxy.bootstrap, "w-round", "w-group", {ports[TANSU_NODE]})
@@ -270,41 +282,37 @@ def admin_offsets(bootstrap: str, topic: str) -> tuple[int, int]:
 
 
 @pytest.mark.slow
-def test_a_worker_that_cannot_start_stops_the_supervisor(proxy_process, tmp_path):
-    """A port held by another program (without SO_REUSEPORT): exit status 1, one clear line."""
+def test_a_worker_that_cannot_start_stops_the_supervisor(tmp_path):
+    """A broken ACL file (read by each worker before it listens): exit status 1, clear lines."""
     import subprocess
     import sys
 
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen()
-    port = taken.getsockname()[1]
-    try:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "aclgate",
-                "serve",
-                "--upstream",
-                "127.0.0.1:1",
-                "--listen",
-                f"127.0.0.1:{port}",
-                "--broker-ports",
-                "40000-40099",
-                "--allow-everyone-if-no-acl-found",
-                "--workers",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        taken.close()
+    acls = tmp_path / "acls.json"
+    acls.write_text("{not json")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aclgate",
+            "serve",
+            "--upstream",
+            "127.0.0.1:1",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--broker-ports",
+            "40000-40099",
+            "--acl-file",
+            str(acls),
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1, out.stderr
     assert "cannot start: worker" in out.stderr and "before it listened" in out.stderr
-    assert "address already in use" in out.stderr.lower()
+    assert f"{acls}" in out.stderr  # the worker's own line names the file
 
 
 @pytest.mark.parametrize(
