@@ -226,8 +226,10 @@ class Supervisor:
                 return
             try:
                 await self._spawn(slot)
-            except WorkerStartFailed as exc:
-                log.error("%s", exc)
+            except (WorkerStartFailed, OSError, ValueError, KeyError) as exc:
+                # OSError: no process could be made (fork, file descriptors); the others:
+                # an unreadable report. The loop waits for that process and tries again.
+                log.error("worker %d could not be restarted: %s", slot.index, exc)
                 slot.started_at = time.monotonic()
                 continue
             slot.restarts += 1
