@@ -2,30 +2,36 @@
 
 Several UUIDs may hold the same binding (two instances created it at the same time, each with
 its own UUID): a binding is in force while at least one UUID holds it, so removing it means
-tombstoning every UUID that holds it (docs/authz.md, "Duplicates").
+tombstoning every UUID that holds it (docs/authz.md, "A fleet on the kafka store").
 
 Records are applied strictly in offset order, a change whole: the records of a change that has
 not been read completely yet (its `aclgate.count`) are held back with everything after them,
 until the rest arrives, or until the reader reaches the end of the log (then nothing of it can
-still come: the missing records were superseded and compacted away).
+still come: the missing records were superseded and compacted away). The initial replay needs
+no holding back (nobody sees the state before its end): `replay` applies at once.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Iterable
+from json.encoder import encode_basestring_ascii as _quoted
 
 from aclgate.authz.model import AclBinding
 from aclgate.proxy.kafkaaclrecords import AclRecord
 
 
 def canonical_line(b: AclBinding) -> str:
-    """One binding as proxy/aclbackend.py's `acl_fingerprint` writes it."""
-    return json.dumps(b.to_dict(), sort_keys=True, separators=(",", ":"))
+    """One binding as proxy/aclbackend.py's `acl_fingerprint` writes it (compact JSON, sorted
+    keys, ASCII), built directly: a replay computes 500,000 of them."""
+    return (
+        f'{{"host":{_quoted(b.host)},"operation":"{b.operation.name}",'
+        f'"pattern_type":"{b.pattern_type.name}","permission_type":"{b.permission_type.name}",'
+        f'"principal":{_quoted(b.principal)},"resource_name":{_quoted(b.resource_name)},'
+        f'"resource_type":"{b.resource_type.name}"}}'
+    )
 
 
 class AclLogState:
@@ -36,9 +42,12 @@ class AclLogState:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.ids: dict[uuid.UUID, AclBinding] = {}
-        self.holders_of: dict[AclBinding, set[uuid.UUID]] = {}
-        self._lines: dict[AclBinding, str] = {}
+        self.ids: dict[str, AclBinding] = {}
+        #: binding in force -> the first UUID holding it; further holders (rare) in _more
+        self._holder: dict[AclBinding, str] = {}
+        self._more: dict[AclBinding, set[str]] = {}
+        #: binding -> canonical line, built at the first fingerprint, then kept up to date
+        self._lines: dict[AclBinding, str] | None = None
         self._pending: list[tuple[int, AclRecord]] = []
         self._seen: Counter[str] = Counter()  # change id -> records of it pending
         #: every record before this offset is applied
@@ -46,6 +55,12 @@ class AclLogState:
         self._fingerprint: str | None = None
 
     # -------------------------------------------------------------- reading the log
+
+    def replay(self, offset: int, record: AclRecord) -> None:
+        """Apply at once (the initial replay, which nobody sees before its end)."""
+        self._apply(record, None)
+        self.applied_offset = offset + 1
+        self._fingerprint = None
 
     def feed(self, offset: int, record: AclRecord) -> None:
         self._pending.append((offset, record))
@@ -79,8 +94,8 @@ class AclLogState:
             self.applied_offset = max(self.applied_offset, end)
         elif take:
             self.applied_offset = take[-1][0] + 1
-        added = [b for b, was in before.items() if not was and b in self.holders_of]
-        removed = [b for b, was in before.items() if was and b not in self.holders_of]
+        added = [b for b, was in before.items() if not was and b in self._holder]
+        removed = [b for b, was in before.items() if was and b not in self._holder]
         if added or removed:
             self._fingerprint = None
         return added, removed
@@ -91,40 +106,64 @@ class AclLogState:
         if not self._pending:
             self.applied_offset = max(self.applied_offset, offset)
 
-    def _apply(self, record: AclRecord, before: dict[AclBinding, bool]) -> None:
-        old = self.ids.pop(record.acl_id, None)
+    def _apply(self, record: AclRecord, before: dict[AclBinding, bool] | None) -> None:
+        key = record.acl_id
+        old = self.ids.pop(key, None)
         if old is not None:
-            before.setdefault(old, True)
-            holders = self.holders_of[old]
-            holders.discard(record.acl_id)
-            if not holders:
-                del self.holders_of[old]
-                del self._lines[old]
+            if before is not None:
+                before.setdefault(old, True)
+            self._release(old, key)
         new = record.binding
         if new is not None:
-            before.setdefault(new, new in self.holders_of)
-            self.ids[record.acl_id] = new
-            held = self.holders_of.get(new)
-            if held is None:
-                self.holders_of[new] = {record.acl_id}
-                self._lines[new] = canonical_line(new)
+            if before is not None:
+                before.setdefault(new, new in self._holder)
+            self.ids[key] = new
+            self._hold(new, key)
+
+    def _hold(self, b: AclBinding, key: str) -> None:
+        if self._holder.setdefault(b, key) is key:
+            if self._lines is not None:
+                self._lines[b] = canonical_line(b)
+        else:
+            self._more.setdefault(b, set()).add(key)
+
+    def _release(self, b: AclBinding, key: str) -> None:
+        more = self._more.get(b)
+        if self._holder.get(b) == key:
+            if more:
+                self._holder[b] = more.pop()
             else:
-                held.add(record.acl_id)
+                del self._holder[b]
+                if self._lines is not None:
+                    del self._lines[b]
+        elif more is not None:
+            more.discard(key)
+        if more is not None and not more:
+            del self._more[b]
 
     # -------------------------------------------------------------- what writers ask
 
-    def holders(self, bindings: Iterable[AclBinding]) -> dict[AclBinding, list[uuid.UUID]]:
+    def holders(self, bindings: Iterable[AclBinding]) -> dict[AclBinding, list[str]]:
         """The UUIDs that hold each binding now (a binding in force has at least one)."""
         with self._lock:
-            return {b: sorted(self.holders_of.get(b, ())) for b in bindings}
+            out: dict[AclBinding, list[str]] = {}
+            for b in bindings:
+                first = self._holder.get(b)
+                out[b] = [] if first is None else sorted({first, *self._more.get(b, ())})
+            return out
 
     def bindings(self) -> list[AclBinding]:
-        return list(self.holders_of)
+        return list(self._holder)
+
+    def __len__(self) -> int:
+        return len(self._holder)
 
     def fingerprint(self) -> str:
         """proxy/aclbackend.py's `acl_fingerprint` of the bindings in force, from lines kept
         per binding (computed once per change of the set)."""
         if self._fingerprint is None:
+            if self._lines is None:
+                self._lines = {b: canonical_line(b) for b in self._holder}
             text = "\n".join(sorted(self._lines.values()))
             self._fingerprint = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return self._fingerprint

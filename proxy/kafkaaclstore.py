@@ -155,10 +155,13 @@ class LogReader:
         self.halted: tuple[int, str] | None = None
         self.undecodable = 0
         self.last_error: str | None = None
+        #: one object per distinct name, principal and host (a big policy repeats them)
+        self._strings: dict[str, str] = {}
 
-    def step(self, timeout: float, max_records: int = 50_000) -> int | None:
-        """Read what is there (up to `max_records`), feed it to the state; returns the end
-        offset when the end of the committed log was reached in this step, else None."""
+    def step(self, timeout: float, replaying: bool, max_records: int = 50_000) -> int | None:
+        """Read what is there (up to `max_records`) into the state (`replaying`: applied at
+        once, else fed to be applied a change at a time); returns the end offset when the end
+        of the committed log was reached in this step, else None."""
         from confluent_kafka import KafkaError
 
         if self.halted is not None:
@@ -186,7 +189,7 @@ class LogReader:
                 log.warning("ACL topic %s: skipping offset %d as configured", msg.topic(), offset)
                 continue
             try:
-                record = decode(msg.key(), msg.value(), msg.headers(), offset)  # type: ignore[arg-type]
+                record = decode(msg.key(), msg.value(), msg.headers(), offset, self._strings)  # type: ignore[arg-type]
             except RecordDecodeError as exc:
                 self.halted = (offset, str(exc))
                 self.undecodable += 1
@@ -198,7 +201,10 @@ class LogReader:
                     exc,
                 )
                 break
-            self.state.feed(offset, record)
+            if replaying:
+                self.state.replay(offset, record)
+            else:
+                self.state.feed(offset, record)
         return end
 
     def position(self) -> int:
@@ -223,14 +229,12 @@ def read_acl_topic(settings: KafkaStoreSettings, timeout: float = 60.0) -> list[
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            end = reader.step(0.5)
+            end = reader.step(0.5, replaying=True)
             if reader.halted is not None:
                 offset, why = reader.halted
                 raise AclStoreError(f"ACL topic {settings.topic}: offset {offset}: {why}")
             if end is not None:
-                state.drain(end)
                 return state.bindings()
-            state.drain()
     finally:
         reader.close()
     raise AclStoreError(f"ACL topic {settings.topic}: not read to its end within {timeout:.0f} s")
@@ -294,7 +298,7 @@ class KafkaAclBackend:
         log.info(
             "ACL topic %s replayed: %d ACLs in force at offset %d (%.2f s)",
             self.settings.topic,
-            len(self.state.holders_of),
+            len(self.state),
             self.state.applied_offset,
             self.replay_seconds,
         )
@@ -319,7 +323,7 @@ class KafkaAclBackend:
         last_check = 0.0
         while not self._stopping.is_set():
             try:
-                end = reader.step(0.2)
+                end = reader.step(0.2, replaying=not self._loaded)
                 self._absorb(end)
                 now = time.monotonic()
                 if self._loaded and now - last_check >= 1.0 and reader.halted is None:
@@ -338,14 +342,12 @@ class KafkaAclBackend:
             if end is None:
                 if self._reader is not None and self._reader.halted is not None:
                     self._fail_start(*self._reader.halted)
-                else:
-                    state.drain()
                 return
-            state.drain(end)
+            state.reached(end)
             self.authorizer.load(state.bindings())
             self._loaded = True
-            self._publish()
             self._call(self._replay_done)
+            self._publish()  # the fingerprint (a second at 500,000 ACLs) after ready
             return
         added, removed = state.drain(end)
         reader = self._reader
@@ -576,7 +578,8 @@ class KafkaAclBackend:
             backend=self.name,
             loaded=self._loaded,
             applied_offset=published[0] if published else None,
-            fingerprint=published[1] if published else self.state.fingerprint(),
+            # "" in the moment between ready and the first fingerprint
+            fingerprint=published[1] if published else "",
             error=error,
             seconds_stale=stale,
         )
