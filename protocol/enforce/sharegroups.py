@@ -501,7 +501,12 @@ def share_handle(
         item = _item(mod, "topics")
         part = _item(item, "partitions")
         topics += [
-            item(topic_id=i, partitions=tuple(part(partition_index=p) for p in sorted(new_view[i])))
+            item(
+                topic_id=i,
+                partitions=tuple(
+                    part(partition_index=p, acknowledgement_batches=()) for p in sorted(new_view[i])
+                ),
+            )
             for i in readd
         ]
         forgot = _item(mod, "forgotten_topics_data")

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import time
+import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32, i32Timedelta
 
 from aclgate.authz.aclfile import dump_acl_file
 from aclgate.authz.model import AclBinding
+from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.kafka import tools
 from tests.kafka.cluster import KAFKA_DIR, TOOL_JVM_OPTS, TOOLS_LOG4J, classpath
 
@@ -92,11 +98,8 @@ def _topic_with_records(kafka, name: str, n: int) -> None:
     tools.console_produce(kafka.bootstrap, name, [f"v{i}" for i in range(n)]).check()
 
 
-def test_share_consumer_through_aclgate(gate, client_classes, kafka_topic_name):
-    kafka, proxy, set_acls = gate
-    topic, group = f"{kafka_topic_name}-q", f"{kafka_topic_name}-share"
-    _topic_with_records(kafka, topic, 3)
-    # share groups start at the latest offset: have the group start at the earliest
+def _earliest(kafka, group: str) -> None:
+    """Share groups start at the latest offset: have this one start at the earliest."""
     tools.run_tool(
         "kafka-configs",
         "--bootstrap-server",
@@ -109,6 +112,13 @@ def test_share_consumer_through_aclgate(gate, client_classes, kafka_topic_name):
         "--add-config",
         "share.auto.offset.reset=earliest",
     ).check()
+
+
+def test_share_consumer_through_aclgate(gate, client_classes, kafka_topic_name):
+    kafka, proxy, set_acls = gate
+    topic, group = f"{kafka_topic_name}-q", f"{kafka_topic_name}-share"
+    _topic_with_records(kafka, topic, 3)
+    _earliest(kafka, group)
 
     set_acls(acl("TOPIC", topic, "READ"))  # no READ on the group
     out = run_client(client_classes, "share", proxy.bootstrap, topic, group, "3", "15000")
@@ -149,3 +159,122 @@ def test_streams_app_through_aclgate(gate, client_classes, kafka_topic_name):
     set_acls(*needed, acl("GROUP", app, "READ"))
     out = run_client(client_classes, "streams", proxy.bootstrap, app, source, sink, "3", "60000")
     assert out == "PROCESSED 3"
+
+
+# ------------------------------------------------------------ share sessions, byte by byte
+
+
+def _topic_id(raw: RawClient, topic: str) -> uuid.UUID:
+    m = module(3, 12)
+    body = raw.request(
+        request_entity(
+            3,
+            12,
+            topics=(m.MetadataRequestTopic(topic_id=None, name=topic),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    )
+    return body.topics[0].topic_id
+
+
+def _share_fetch(group: str, member: str, epoch: int, topic_ids=()) -> object:
+    m = module(78, 1)
+    topics = tuple(
+        m.FetchTopic(
+            topic_id=t,
+            partitions=(m.FetchPartition(partition_index=i32(0), acknowledgement_batches=()),),
+        )
+        for t in topic_ids
+    )
+    return request_entity(
+        78,
+        1,
+        group_id=group,
+        member_id=member,
+        share_session_epoch=i32(epoch),
+        max_wait=i32Timedelta.parse(timedelta(milliseconds=300)),
+        min_bytes=i32(1),
+        max_bytes=i32(1 << 20),
+        max_records=i32(100),
+        batch_size=i32(100),
+        topics=topics,
+        forgotten_topics_data=(),
+    )
+
+
+def _fetched(body) -> list[tuple[int, int, bool]]:
+    """(partition error, acknowledge error, records present) per partition of the answer."""
+    return [
+        (p.error_code, p.acknowledge_error_code, bool(p.records))
+        for t in body.responses
+        for p in t.partitions
+    ]
+
+
+def test_share_session_revoked_topic_is_taken_out(gate, kafka_topic_name):
+    """A topic revoked while it sits in a share session is answered 29 on every ShareFetch
+    (the broker is told to forget it), another connection cannot use the session (122), and
+    allowed again the topic is fetched again without the client re-adding it."""
+    kafka, proxy, set_acls = gate
+    topic, group = f"{kafka_topic_name}-ss", f"{kafka_topic_name}-ssg"
+    _topic_with_records(kafka, topic, 3)
+    _earliest(kafka, group)
+    allowed = (acl("TOPIC", topic, "READ"), acl("GROUP", group, "READ"))
+    set_acls(*allowed)
+    member = str(uuid.uuid4())
+    with RawClient(proxy.bootstrap) as raw, RawClient(proxy.bootstrap) as other:
+        tid = _topic_id(raw, topic)
+        epoch, deadline = 0, time.monotonic() + 30
+        while True:  # join and wait for the assignment
+            hb = raw.request(
+                request_entity(
+                    76,
+                    1,
+                    group_id=group,
+                    member_id=member,
+                    member_epoch=i32(epoch),
+                    rack_id=None,
+                    subscribed_topic_names=(topic,) if epoch == 0 else None,
+                )
+            )
+            assert time.monotonic() < deadline, "no assignment"
+            if hb.error_code in (14, 15, 16):  # coordinator loading / not available / moved
+                # FindCoordinator creates __consumer_offsets on a fresh cluster
+                raw.request(request_entity(10, 4, key_type=i8(0), coordinator_keys=(group,)))
+                time.sleep(0.2)
+                continue
+            assert hb.error_code == 0, hb
+            epoch = hb.member_epoch
+            if hb.assignment is not None and hb.assignment.topic_partitions:
+                break
+            time.sleep(0.2)
+        got: list[tuple[int, int, bool]] = []
+        session_epoch = 0
+        while not any(r for _e, _a, r in got):
+            body = raw.request(
+                _share_fetch(group, member, session_epoch, [tid] if not session_epoch else [])
+            )
+            assert body.error_code == 0, body
+            got = _fetched(body)
+            assert all(e == 0 for e, _a, _r in got), got
+            session_epoch += 1
+            assert time.monotonic() < deadline, "no records"
+
+        set_acls(acl("GROUP", group, "READ"))  # READ on the topic revoked
+        # a new record: a broker still holding the partition in the session would send it
+        tools.console_produce(kafka.bootstrap, topic, ["late"]).check()
+        for _ in range(2):
+            body = raw.request(_share_fetch(group, member, session_epoch))
+            session_epoch += 1
+            assert body.error_code == 0, body
+            assert _fetched(body) == [(ErrorCode.topic_authorization_failed, 0, False)]
+
+        stranger = other.request(_share_fetch(group, member, session_epoch))
+        assert stranger.error_code == ErrorCode.share_session_not_found
+        assert stranger.responses == ()
+
+        set_acls(*allowed)  # allowed again: back in the broker's session, no error
+        body = raw.request(_share_fetch(group, member, session_epoch))
+        assert body.error_code == 0, body
+        assert all(e == 0 for e, _a, _r in _fetched(body)), _fetched(body)
