@@ -11,7 +11,7 @@ unauthorized. A denial is audited with the rule DEFAULT_DENY and no ACL.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from aclgate.authz.decision import DEFAULT_DENY, Decision
 from aclgate.authz.model import AclOperation, ResourceType
@@ -55,3 +55,17 @@ def is_protected(
         and resource_type == ResourceType.TOPIC
         and principal not in super_users
     )
+
+
+def cluster_grant_excludes(
+    protected: frozenset[str],
+    super_users: frozenset[str],
+    principal: str,
+    names: Iterable[str | None],
+) -> bool:
+    """Whether a cluster-wide grant (DELETE CLUSTER deletes every topic, CREATE CLUSTER creates
+    any) must not be taken as covering this request's topics: one of them is protected, or is
+    named by an id (None) that may be one. Such a request goes the per-topic way instead."""
+    if not protected or principal in super_users:
+        return False
+    return any(n is None or n in protected for n in names)
