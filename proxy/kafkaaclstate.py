@@ -19,18 +19,31 @@ from collections import Counter
 from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii as _quoted
 
-from aclgate.authz.model import AclBinding
+from aclgate.authz.model import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from aclgate.proxy.kafkaaclrecords import AclRecord
+
+#: code -> name, one table per enum (an enum's `.name` is a slow property; IntEnum members
+#: of different enums with one code are equal, so they cannot share a table)
+_OP, _PT, _PERM, _RT = (
+    {int(m): m.name for m in e}
+    for e in (AclOperation, PatternType, AclPermissionType, ResourceType)
+)
 
 
 def canonical_line(b: AclBinding) -> str:
     """One binding as proxy/aclbackend.py's `acl_fingerprint` writes it (compact JSON, sorted
     keys, ASCII), built directly: a replay computes 500,000 of them."""
     return (
-        f'{{"host":{_quoted(b.host)},"operation":"{b.operation.name}",'
-        f'"pattern_type":"{b.pattern_type.name}","permission_type":"{b.permission_type.name}",'
+        f'{{"host":{_quoted(b.host)},"operation":"{_OP[b.operation]}",'
+        f'"pattern_type":"{_PT[b.pattern_type]}","permission_type":"{_PERM[b.permission_type]}",'
         f'"principal":{_quoted(b.principal)},"resource_name":{_quoted(b.resource_name)},'
-        f'"resource_type":"{b.resource_type.name}"}}'
+        f'"resource_type":"{_RT[b.resource_type]}"}}'
     )
 
 

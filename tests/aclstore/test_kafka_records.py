@@ -198,3 +198,24 @@ def test_a_second_holder_takes_over_when_the_first_is_tombstoned():
     assert state.holders([a]) == {a: [str(u2)]}
     state.replay(5, decode(*encode_change([], [u2])[1][0], 5))
     assert state.bindings() == [] and state.holders([a]) == {a: []}
+
+
+def test_the_canonical_line_is_acl_fingerprints_json_for_every_enum_value():
+    import itertools
+
+    from aclgate.authz.model import (
+        CONCRETE_OPERATIONS,
+        CONCRETE_RESOURCE_TYPES,
+        AclPermissionType,
+        PatternType,
+    )
+    from aclgate.proxy.kafkaaclstate import canonical_line
+
+    for rt, op, pt, perm in itertools.product(
+        CONCRETE_RESOURCE_TYPES,
+        CONCRETE_OPERATIONS,
+        (PatternType.LITERAL, PatternType.PREFIXED),
+        (AclPermissionType.ALLOW, AclPermissionType.DENY),
+    ):
+        b = AclBinding(rt, 'n "\\ é', pt, "User:ü", "10.0.0.1", op, perm)
+        assert canonical_line(b) == json.dumps(b.to_dict(), sort_keys=True, separators=(",", ":"))
