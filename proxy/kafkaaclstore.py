@@ -41,6 +41,9 @@ from aclgate.proxy.kafkaaclstate import AclLogState
 log = logging.getLogger("aclgate.aclstore")
 
 DEFAULT_TOPIC = "__aclgate_acls"
+#: how long a change's transaction may stay open (Kafka aborts it then, within its check
+#: interval, 10 s by default): the longest a crashed writer can hold back every reader
+TRANSACTION_TIMEOUT_MS = 10_000
 #: a store that has not confirmed it is at the end of the log for this long reports staleness
 STALE_AFTER = 3.0
 
@@ -469,7 +472,9 @@ class KafkaAclBackend:
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 0,
-                "transaction.timeout.ms": int(max(10.0, self.settings.change_timeout) * 1000),
+                # an instance killed mid-change leaves its transaction open, and every reader
+                # (read_committed) waits at it until the coordinator aborts it: keep that short
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
             }
         )
         producer.init_transactions(self.settings.change_timeout)
