@@ -41,7 +41,6 @@ from aclgate.authz.model import (
     ResourceType,
     listing_order,
 )
-from aclgate.protocol.codec import encode_response
 from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
 from aclgate.protocol.enforce.base import ApiHandler, answer
 from aclgate.protocol.enforce.context import AuthContext
@@ -149,10 +148,11 @@ def _respond_later(
     change: StoreAclChange,
     build: Callable[[AclStoreFailure | None], Any],
 ) -> None:
-    """Answer once the store has committed `change` (or failed to)."""
-    session.answer_later(
-        header, change, lambda result: encode_response(header.correlation_id, build(result))
-    )
+    """Answer once the store has committed `change` (or failed to). The connection's next
+    requests wait meanwhile (a held wait), as a broker reads no further request of a connection
+    before it has answered the one in hand: a request pipelined behind a CreateAcls is decided
+    with the change in force."""
+    session.wait(change, lambda result: answer(session, header, build(result)))
 
 
 def _store_error(failure: AclStoreFailure) -> tuple[ErrorCode, str]:

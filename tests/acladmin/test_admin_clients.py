@@ -204,3 +204,59 @@ def test_a_change_through_aclgate_is_in_force_on_the_very_next_request(
             assert error_code() == 29
     finally:
         alice.close()
+
+
+def test_a_request_pipelined_behind_a_create_acls_is_decided_with_the_change(
+    candidate: Side, kafka_single, kafka_topic_name
+):
+    """alice (ALTER on the cluster) sends CreateAcls for her own DESCRIBE on a topic and,
+    without waiting for its answer, a Metadata request for the topic on the same connection:
+    as on a broker, the second is decided once the first is answered."""
+    from kio.static.primitive import i8
+
+    from aclgate.protocol.codec import decode_response
+    from tests.fixtures.rawclient import _SIZE
+
+    kafka_single.create_topic(kafka_topic_name)
+    admin = AdminClient(candidate.confluent())
+    alter = AclBinding(Res.BROKER, "kafka-cluster", Pattern.LITERAL, "User:alice", "*",
+                       AclOperation.ALTER, ALLOW)  # fmt: skip
+    admin.create_acls([alter])[alter].result(timeout=20)
+    alice = _raw_client(
+        Profile("User:alice", candidate.bootstrap, sasl=("PLAIN", "alice", candidate.passwords["alice"]))
+    )  # fmt: skip
+    try:
+        create = request_entity(
+            30,
+            3,
+            creations=(
+                module(30, 3).AclCreation(
+                    resource_type=i8(2),
+                    resource_name=kafka_topic_name,
+                    resource_pattern_type=i8(3),
+                    principal="User:alice",
+                    host="*",
+                    operation=i8(8),
+                    permission_type=i8(3),
+                ),
+            ),
+        )
+        metadata = request_entity(
+            3,
+            12,
+            topics=(module(3, 12).MetadataRequestTopic(topic_id=None, name=kafka_topic_name),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        first, second = alice.send(create), alice.send(metadata)
+        answers = {}
+        for _ in range(2):
+            frame = alice.recv_frame()
+            assert frame is not None
+            answers[_SIZE.unpack_from(frame, 4)[0]] = frame
+        created = decode_response(answers[first], 30, 3)
+        assert [int(r.error_code) for r in created.results] == [0]
+        described = decode_response(answers[second], 3, 12)
+        assert int(described.topics[0].error_code) == 0
+    finally:
+        alice.close()
