@@ -1,7 +1,9 @@
 """Share groups (KIP-932) and streams groups (KIP-1071) through aclgate in front of Apache
 Kafka: the Java KafkaShareConsumer and a Kafka Streams app on `group.protocol=streams`
 (tests/kafka/java/GroupsClient.java, compiled here against tests/kafka/lib), with and without
-the ACLs they need; denied, they fail with Kafka's own exceptions (docs/apis.md, keys 76-92)."""
+the ACLs they need; denied, they fail with Kafka's own exceptions (docs/apis.md, keys 76-92).
+Then a share session byte by byte (a revoked topic leaves the broker's session), and the
+kafka-share-groups / kafka-streams-groups tools over the admin APIs of both group types."""
 
 from __future__ import annotations
 
@@ -160,6 +162,23 @@ def test_streams_app_through_aclgate(gate, client_classes, kafka_topic_name):
     out = run_client(client_classes, "streams", proxy.bootstrap, app, source, sink, "3", "60000")
     assert out == "PROCESSED 3"
 
+    def describe() -> tools.ToolResult:
+        return tools.run_tool(
+            STREAMS_GROUPS, "--bootstrap-server", proxy.bootstrap, "--describe", "--group", app
+        )
+
+    set_acls(
+        acl("GROUP", app, "DESCRIBE"),
+        acl("TOPIC", source, "DESCRIBE"),
+        acl("TOPIC", sink, "DESCRIBE"),
+    )
+    assert "Exception" not in describe().check().stdout
+    # the source topic hidden: the group is answered 29 with Kafka's message, no topology
+    set_acls(acl("GROUP", app, "DESCRIBE"), acl("TOPIC", sink, "DESCRIBE"))
+    out = describe()
+    assert "TopicAuthorizationException: The described group uses topics" in out.stdout, out
+    assert source not in out.stdout + out.stderr
+
 
 # ------------------------------------------------------------ share sessions, byte by byte
 
@@ -278,3 +297,53 @@ def test_share_session_revoked_topic_is_taken_out(gate, kafka_topic_name):
         body = raw.request(_share_fetch(group, member, session_epoch))
         assert body.error_code == 0, body
         assert all(e == 0 for e, _a, _r in _fetched(body)), _fetched(body)
+
+
+# ----------------------------------------------------------- kafka-share-groups, kafka-streams-groups
+
+STREAMS_GROUPS = "org.apache.kafka.tools.streams.StreamsGroupCommand"
+SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
+
+def test_share_group_tools_through_aclgate(gate, client_classes, kafka_topic_name):
+    """kafka-share-groups through aclgate: describe with offsets (ShareGroupDescribe,
+    DescribeShareGroupOffsets), reset (AlterShareGroupOffsets) and delete offsets
+    (DeleteShareGroupOffsets), with and without the ACLs each needs."""
+    kafka, proxy, set_acls = gate
+    topic, group = f"{kafka_topic_name}-tq", f"{kafka_topic_name}-tg"
+    _topic_with_records(kafka, topic, 3)
+    _earliest(kafka, group)
+    # the group gets offsets by consuming directly from Kafka
+    assert (
+        run_client(client_classes, "share", kafka.bootstrap, topic, group, "3", "30000")
+        == "RECORDS 3"
+    )
+
+    def tool(*args: str) -> tools.ToolResult:
+        return tools.run_tool(
+            SHARE_GROUPS, "--bootstrap-server", proxy.bootstrap, "--group", group, *args
+        )
+
+    set_acls(acl("GROUP", group, "DESCRIBE"), acl("TOPIC", topic, "DESCRIBE"))
+    out = tool("--describe", "--offsets").check().stdout
+    assert f"{group} {topic} 0" in " ".join(out.split()), out
+    set_acls(acl("GROUP", group, "DESCRIBE"))  # the topic is hidden: left out of the answer
+    out = tool("--describe", "--offsets").check().stdout
+    assert "has no offset information" in out and topic not in out, out
+    set_acls(acl("TOPIC", topic, "DESCRIBE"))
+    assert "GroupAuthorizationException" in tool("--describe", "--offsets").stdout
+
+    reset = ("--reset-offsets", "--to-earliest", "--execute", "--topic", topic)
+    set_acls(acl("GROUP", group, "READ"), acl("TOPIC", topic, "DESCRIBE"))
+    assert "TopicAuthorizationException" in tool(*reset).stderr
+    set_acls(acl("GROUP", group, "READ"), acl("TOPIC", topic, "READ"))
+    out = tool(*reset).check().stdout
+    assert "NEW-OFFSET" in out and f"{group} {topic} 0 0" in " ".join(out.split()), out
+
+    delete = ("--delete-offsets", "--topic", topic)
+    assert "Error: Group authorization failed." in tool(*delete).stdout  # no DELETE on it
+    set_acls(acl("GROUP", group, "DELETE"), acl("TOPIC", topic, "DESCRIBE"))
+    out = tool(*delete).stdout
+    assert f"{topic} Error: Topic authorization failed." in " ".join(out.split()), out
+    set_acls(acl("GROUP", group, "DELETE"), acl("TOPIC", topic, "READ"))
+    assert f"{topic} Successful" in " ".join(tool(*delete).stdout.split())
