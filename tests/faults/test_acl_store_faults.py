@@ -8,6 +8,10 @@ without pause; the leader is killed after WARM acknowledged changes and started 
 writes on until WARM more are acknowledged after the kill. Then a third instance replays the
 topic from scratch, and every instance must hold the same policy: every acknowledged change
 whole, every other change whole or not at all.
+
+And with the whole cluster stopped, an instance keeps enforcing its last policy, reports how
+stale it is, refuses changes (applying nothing of them), and is in step again once the
+cluster is back.
 """
 
 from __future__ import annotations
@@ -128,3 +132,33 @@ async def test_leader_killed_mid_write_loses_no_acknowledged_change_and_halves_n
     finally:
         for backend in (a, b, c):
             await backend.stop()
+
+
+async def test_with_the_cluster_down_the_last_policy_stays_and_staleness_is_reported(
+    cluster, kafka_topic_name
+):
+    settings = KafkaStoreSettings(cluster.bootstrap, f"acls-{kafka_topic_name}", change_timeout=5)
+    a = KafkaAclBackend(settings, Authorizer())
+    await a.start()
+    try:
+        kept, later = change_acls(1), change_acls(2)
+        await a.change(kept, [])
+        assert a.status().seconds_stale is None
+        await asyncio.to_thread(cluster.stop_nodes)
+        deadline = time.monotonic() + 30
+        while (a.status().seconds_stale or 0) < 5:
+            assert time.monotonic() < deadline, a.status()
+            await asyncio.sleep(0.2)
+        assert set(a.authorizer.acls()) == set(kept)  # still enforced
+        with pytest.raises(AclStoreError):
+            await a.change(later, [])
+        assert set(a.authorizer.acls()) == set(kept)  # nothing of it applied
+        await asyncio.to_thread(cluster.start_nodes)
+        deadline = time.monotonic() + 90
+        while a.status().seconds_stale is not None:
+            assert time.monotonic() < deadline, a.status()
+            await asyncio.sleep(0.2)
+        await a.change(later, [])
+        assert set(a.authorizer.acls()) == set(kept) | set(later)
+    finally:
+        await a.stop()
