@@ -93,7 +93,7 @@ def main() -> int:
 
     from aclgate.authz.aclfile import AclFileError
     from aclgate.protocol.enforce.cursor import CursorSeal
-    from aclgate.proxy.cli.serve import tune_gc
+    from aclgate.proxy.gctune import tune_gc
     from aclgate.proxy.logs import configure_logging
     from aclgate.proxy.server import ProxyServer
 

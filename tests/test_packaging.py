@@ -3,6 +3,7 @@ claims no top-level name but `aclgate`, and it imports and runs from a fresh ven
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -21,9 +22,17 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # built from a copy of what the wheel is made of: an in-tree build would leave build/ in
+    # the checkout, and files that linger there (a module since deleted) would be packaged
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, source / name)
+    for folder in ("aclgate", *FOLDERS):
+        shutil.copytree(REPO / folder, source / folder, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(out), str(REPO)],
+         "-w", str(out), str(source)],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     (found,) = out.glob("aclgate-*.whl")
