@@ -6,7 +6,9 @@ could write it could grant themselves anything, whoever could read it would lear
 policy (docs/authz.md, "Protected topics"). The check sits in front of the authorizer, in
 the one call every topic decision goes through (AuthContext), so every API is covered: a
 denied DESCRIBE hides the topic from Metadata, every other operation on it fails as
-unauthorized. A denial is audited with the rule DEFAULT_DENY and no ACL.
+unauthorized. A denial is audited with the rule DEFAULT_DENY and no ACL, and is enforced in
+every mode: a dry run (`--mode dry-run`, a dry-run scope) observes the policy, it never opens
+the ACL log.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from aclgate.authz.decision import DEFAULT_DENY, Decision
 from aclgate.authz.model import AclOperation, ResourceType
 
 Authorize = Callable[[str, str, AclOperation, ResourceType, str], Decision]
+
+#: the decision on a protected topic: DEFAULT_DENY's fields, but its own object, so the
+#: context can tell it apart (`decision is PROTECTED`) and enforce it in dry-run too
+PROTECTED = Decision(*DEFAULT_DENY)
 
 
 def guard(
@@ -36,7 +42,7 @@ def guard(
         name: str,
     ) -> Decision:
         if name in protected and resource_type == topic and principal not in super_users:
-            return DEFAULT_DENY
+            return PROTECTED
         return authorize(principal, host, operation, resource_type, name)
 
     return guarded
