@@ -7,8 +7,6 @@ kafka-share-groups / kafka-streams-groups tools over the admin APIs of both grou
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
 import time
 import uuid
 from datetime import timedelta
@@ -21,12 +19,10 @@ from kio.static.primitive import i8, i32, i32Timedelta
 from aclgate.authz.aclfile import dump_acl_file
 from aclgate.authz.model import AclBinding
 from tests.fixtures.rawclient import RawClient, module, request_entity
-from tests.kafka import tools
-from tests.kafka.cluster import KAFKA_DIR, TOOL_JVM_OPTS, TOOLS_LOG4J, classpath
+from tests.kafka import javaclient, tools
+from tests.kafka.javaclient import compile_clients
 
 pytestmark = pytest.mark.kafka
-
-SOURCE = KAFKA_DIR / "java" / "GroupsClient.java"
 
 
 def acl(resource_type: str, name: str, operation: str) -> AclBinding:
@@ -45,38 +41,13 @@ def acl(resource_type: str, name: str, operation: str) -> AclBinding:
 
 @pytest.fixture(scope="module")
 def client_classes(tmp_path_factory) -> Path:
-    """GroupsClient.class, compiled once per run (javac ~3 s)."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    out = tmp_path_factory.mktemp(f"groupsclient-{digest}")
-    subprocess.run(
-        ["javac", "-nowarn", "-cp", classpath(), "-d", str(out), str(SOURCE)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return out
+    """GroupsClient.class, compiled once per module (javac ~3 s)."""
+    return compile_clients(tmp_path_factory, "GroupsClient")
 
 
 def run_client(classes: Path, *args: str, timeout: float = 90) -> str:
-    """The client's one result line."""
-    cp = f"{classes}:{classpath()}"
-    proc = subprocess.run(
-        [
-            "java",
-            *TOOL_JVM_OPTS,
-            f"-Dlog4j2.configurationFile={TOOLS_LOG4J}",
-            "-cp",
-            cp,
-            "GroupsClient",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    lines = proc.stdout.strip().splitlines()
-    assert lines, f"no result (exit {proc.returncode})\n{proc.stderr[-3000:]}"
-    return lines[-1]
+    """GroupsClient's one result line."""
+    return javaclient.run_client(classes, "GroupsClient", *args, timeout=timeout)
 
 
 @pytest.fixture
