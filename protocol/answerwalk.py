@@ -29,7 +29,9 @@ TAGS = "tags"
 #: a compact (nullable) array: uvarint (count + 1), then the body ops once per element
 ARRAY = "array"
 
-#: (SKIP, n) | (BLOB,) | (TAGS,) | (ARRAY, ops)
+#: (SKIP, n) | (BLOB,) | (TAGS,) | (ARRAY, ops): an op code and its operand, read by position
+#: after an identity test on the code; a union of tuple shapes would need a narrowing test per
+#: op on the streaming walk, so the operand stays untyped here
 Op = tuple[Any, ...]
 
 
@@ -169,7 +171,7 @@ class AnswerWalk:
         return self.tail
 
 
-def _compile(ops: tuple[Op, ...]) -> Callable[[Any, int], int]:
+def _compile(ops: tuple[Op, ...]) -> Callable[[bytes | memoryview, int], int]:
     """The walk over bytes that are all here, as one Python function made from the ops:
     straight-line offset arithmetic with the one-byte varint (nearly every count and length on
     this path) read inline. An interpreter over the ops costs a call per op and per array
@@ -213,12 +215,12 @@ def _compile(ops: tuple[Op, ...]) -> Callable[[Any, int], int]:
 
     emit(ops, "    ", 0)
     lines.append("    return pos")
-    namespace: dict[str, Any] = {"uvarint": read_unsigned_varint, "tags": _skip_tags}
+    namespace: dict[str, object] = {"uvarint": read_unsigned_varint, "tags": _skip_tags}
     exec("\n".join(lines), namespace)  # the source is built above from SCHEMAS only
-    return cast("Callable[[Any, int], int]", namespace["walk"])
+    return cast("Callable[[bytes | memoryview, int], int]", namespace["walk"])
 
 
-def _skip_tags(buf: Any, pos: int) -> int:
+def _skip_tags(buf: bytes | memoryview, pos: int) -> int:
     count, used = read_unsigned_varint(buf, pos)
     pos += used
     for _ in range(count):
@@ -228,7 +230,7 @@ def _skip_tags(buf: Any, pos: int) -> int:
     return pos
 
 
-_WALKS: dict[tuple[Op, ...], Callable[[Any, int], int]] = {}
+_WALKS: dict[tuple[Op, ...], Callable[[bytes | memoryview, int], int]] = {}
 
 
 def tail_offset(ops: tuple[Op, ...], frame: bytes | memoryview) -> int:

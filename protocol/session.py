@@ -668,6 +668,8 @@ class ProxySession:
         When the head lies inside `view` at `pos`, returns the position after what was
         consumed; a buffered response found complete in `view` is handled zero-copy.
         """
+        size: int
+        correlation_id: int
         size, correlation_id = _SIZE_CORR.unpack_from(head)
         if not self._awaiting:
             self.fail(

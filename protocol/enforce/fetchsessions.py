@@ -14,11 +14,13 @@ the answer's first bytes as it goes by (`SessionAnswer`), so the answer is still
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from aclgate.protocol.codec import MalformedResponse
+from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader, skip_tagged_fields
 from aclgate.protocol.session import ProxySession, ResponseRewriter, ResponseStream, Slot
 
@@ -26,22 +28,45 @@ from aclgate.protocol.session import ProxySession, ResponseRewriter, ResponseStr
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 _ERROR_SESSION = struct.Struct(">hi")
 
+#: how a Fetch request names a topic: by name up to v12, by id from v13 (null in kio's class)
+TopicKey = str | uuid.UUID | None
+
+
+class _FetchPartition(Protocol):
+    @property
+    def partition(self) -> int: ...
+
+
+class FetchTopic(Protocol):
+    """A topic of a Fetch request of any version; its key (`topic` or `topic_id`, by
+    version) is read by the field name the handler gives."""
+
+    @property
+    def partitions(self) -> Sequence[_FetchPartition]: ...
+
+
+class ForgottenTopic(Protocol):
+    """A forgotten topic of a Fetch v7+ request; keyed as `FetchTopic`."""
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
+
 
 @dataclass
 class Held:
     """One session's partitions as the proxy authorized them."""
 
     #: topic key in the request (name, or id from Fetch v13) -> (name, partitions)
-    topics: dict[Any, tuple[str, set[int]]] = field(default_factory=dict)
+    topics: dict[TopicKey, tuple[str, set[int]]] = field(default_factory=dict)
     #: the ACL snapshot version they were last authorized under
     version: int = 0
 
-    def add(self, entries: Iterable[Any], names: Iterable[str | None], key: str) -> None:
+    def add(self, entries: Iterable[FetchTopic], names: Iterable[str | None], key: str) -> None:
         for entry, name in zip(entries, names, strict=True):
             held = self.topics.setdefault(getattr(entry, key), (name or "", set()))
             held[1].update(int(p.partition) for p in entry.partitions)
 
-    def forget(self, entries: Iterable[Any], key: str) -> None:
+    def forget(self, entries: Iterable[ForgottenTopic], key: str) -> None:
         for entry in entries:
             topic = getattr(entry, key)
             held = self.topics.get(topic)
@@ -109,13 +134,15 @@ class SessionAnswer:
 
     __slots__ = ("done", "flexible", "inner")
 
-    def __init__(self, inner: ResponseRewriter | None, flexible: bool, done: Any):
+    def __init__(
+        self, inner: ResponseRewriter | None, flexible: bool, done: Callable[[int, int], None]
+    ):
         self.inner = inner
         self.flexible = flexible
         #: called once with (error_code, session_id)
         self.done = done
 
-    def __call__(self, session: ProxySession, slot: Slot, frame: Any) -> bytes | memoryview:
+    def __call__(self, session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
         head = answer_head(memoryview(frame)[8:], self.flexible)
         if head is None:
             raise MalformedResponse("a Fetch answer shorter than its header")
