@@ -53,6 +53,8 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed
 TOPIC_DENIED_MESSAGE = "Topic authorization failed."
 GROUP_DENIED_MESSAGE = "Group authorization failed."
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+#: share sessions kept per client connection (a consumer needs one per group it reads)
+MAX_SESSIONS = 64
 
 #: Topic.isInternal: the topics a streams topology may not name
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -301,7 +303,8 @@ class DescribeShareGroupOffsetsHandler(PerEntry):
             answer(session, header, error_body(header, request, ErrorCode.none, groups=errors))
             return
         out = reencode_request(frame, header, dataclasses.replace(request, groups=tuple(kept)))
-        forward(session, header, out, WithState(_offsets_answer, (errors, hidden)))
+        order = [g.group_id for g in request.groups]
+        forward(session, header, out, WithState(_offsets_answer, (errors, hidden, order)))
 
 
 def _entry_group_id(group: KioBody) -> str:
@@ -337,12 +340,12 @@ def _offsets_answer(
     session: ProxySession,
     slot: Slot,
     frame: Frame,
-    state: tuple[tuple[KioBody, ...], dict[str, tuple[KioBody, ...] | None]],
+    state: tuple[tuple[KioBody, ...], dict[str, tuple[KioBody, ...] | None], list[str]],
 ) -> bytes | memoryview:
     ctx = session.context
     assert slot.header is not None
     header = slot.header
-    errors, hidden = state
+    errors, hidden, order = state
 
     def merge(body: KioBody) -> KioBody:
         groups = []
@@ -358,7 +361,10 @@ def _offsets_answer(
                 groups.append(dataclasses.replace(g, topics=topics))
             else:
                 groups.append(dataclasses.replace(g, topics=tuple(g.topics) + tuple(extra)))
-        return dataclasses.replace(body, groups=tuple(groups) + errors)
+        # in the request's order, as Kafka answers (the denied groups were answered here)
+        rank = {g: i for i, g in reversed(list(enumerate(order)))}
+        merged = sorted(groups + list(errors), key=lambda g: rank.get(g.group_id, len(order)))
+        return dataclasses.replace(body, groups=tuple(merged))
 
     return then_addresses(session, slot, merged_response(frame, slot, merge))
 
@@ -385,6 +391,8 @@ def share_sessions(session: ProxySession) -> dict[tuple[str, str], Held]:
     held = _SESSIONS.get(session)
     if held is None:
         held = _SESSIONS[session] = {}
+    elif len(held) >= MAX_SESSIONS:
+        held.pop(next(iter(held)))  # the oldest: its next fetch is answered 122
     return held
 
 

@@ -305,7 +305,6 @@ TABLE: dict[ApiKey, Row] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Row(
         (0, 1),
         DescribeShareGroupOffsetsHandler(),
-        note="denied groups' entries come after the others (Kafka keeps request order)",
     ),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: Row(
         (0, 0),

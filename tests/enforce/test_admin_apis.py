@@ -1907,3 +1907,86 @@ def test_add_partitions_to_txn_mixed_asks_which_partitions_exist(env):
     assert codes == {("ok", 0): 55, ("ok", 7): 3, ("zz", 0): 3, ("t", 0): 29}
     assert env.reached(24) == []
     assert [t.name for r in env.reached(3) for t in r.topics or ()] == ["ok", "zz"]
+
+
+# ------------------------------------------------------------- DescribeShareGroupOffsets
+
+
+def test_describe_share_group_offsets_partial(env):
+    """A denied group gets 30 in its place in the request's order; in an allowed group a
+    denied topic is taken out before the broker and answered 29 (start offset and lag -1)."""
+    m = module(90, 1)
+    rm = response_module(90, 1)
+
+    def group(name: str, topics: tuple[str, ...] | None) -> Any:
+        listed = (
+            None
+            if topics is None
+            else tuple(
+                m.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=(i32(0),))
+                for t in topics
+            )
+        )
+        return m.DescribeShareGroupOffsetsRequestGroup(group_id=name, topics=listed)
+
+    def broker(_header, request):
+        def answered(g):
+            topics = tuple(
+                _defaults(
+                    rm.DescribeShareGroupOffsetsResponseTopic,
+                    topic_name=t.topic_name,
+                    topic_id=uuid.uuid4(),
+                    partitions=(
+                        _defaults(
+                            rm.DescribeShareGroupOffsetsResponsePartition,
+                            partition_index=i32(0),
+                            start_offset=i64(5),
+                            lag=i64(1),
+                        ),
+                    ),
+                )
+                for t in g.topics
+            )
+            return _defaults(
+                rm.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=topics
+            )
+
+        return _defaults(
+            rm.DescribeShareGroupOffsetsResponse, groups=tuple(answered(g) for g in request.groups)
+        )
+
+    env.script(90, answer_with(broker))
+    body = req(90, 1, groups=(group("g-no", ("ok",)), group("g-ok", ("secret", "ok"))))
+    got = env.call("partial", body)
+    like(
+        got,
+        {
+            "groups": [
+                {"group_id": "g-no", "error_code": 30, "topics": []},
+                {
+                    "group_id": "g-ok",
+                    "error_code": 0,
+                    "topics": [
+                        {"topic_name": "ok", "partitions": [{"start_offset": 5, "error_code": 0}]},
+                        {
+                            "topic_name": "secret",
+                            "topic_id": None,  # the zero id, as kio reads it
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "start_offset": -1,
+                                    "lag": -1,
+                                    "error_code": 29,
+                                    "error_message": TOPIC_MSG,
+                                }
+                            ],
+                        },
+                    ],
+                },
+            ]
+        },
+    )
+    (sent,) = env.reached(90)
+    assert [(g.group_id, [t.topic_name for t in g.topics]) for g in sent.groups] == [
+        ("g-ok", ["ok"])
+    ]
