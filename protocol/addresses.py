@@ -13,12 +13,18 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial.readers import compact_array_reader, legacy_array_reader, read_unsigned_varint
-from kio.serial.writers import compact_array_writer, legacy_array_writer
+from kio.serial.readers import (
+    Reader,
+    compact_array_reader,
+    legacy_array_reader,
+    read_unsigned_varint,
+)
+from kio.serial.writers import Writer, compact_array_writer, legacy_array_writer
 from kio.static.primitive import i32
 
 from aclgate.protocol.answerwalk import SCHEMAS, AnswerWalk, tail_offset
@@ -33,6 +39,41 @@ from aclgate.protocol.versions import response_class, response_module
 
 METADATA, PRODUCE, FETCH, FIND_COORDINATOR, DESCRIBE_CLUSTER = 3, 0, 1, 10, 60
 _SIZE = struct.Struct(">i")
+
+if TYPE_CHECKING:  # dataclasses.replace rewrites them: kio's frozen dataclasses
+    from _typeshed import DataclassInstance
+
+    class Broker(DataclassInstance, Protocol):
+        """A broker address of any answer and version: Metadata's MetadataResponseBroker,
+        DescribeCluster's DescribeClusterBroker, KIP-951's NodeEndpoint (the node id is
+        `node_id` or `broker_id`, read by the field name the caller gives)."""
+
+        @property
+        def host(self) -> str: ...
+        @property
+        def port(self) -> int: ...
+
+    class MetadataBroker(Broker, Protocol):
+        """A broker of a Metadata answer (any version)."""
+
+        @property
+        def node_id(self) -> int: ...
+
+
+_B = TypeVar("_B", bound="Broker")
+
+
+class Coordinator(Protocol):
+    """FindCoordinator's answer (v0-3) or one of its coordinators (v4+)."""
+
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
 
 
 class BrokerDirectory(Protocol):
@@ -60,6 +101,8 @@ class _BrokerArray:
     def __init__(self, api_version: int):
         mod = response_module(METADATA, api_version)
         cls = mod.MetadataResponseBroker
+        self.read: Reader[tuple[MetadataBroker, ...] | None]
+        self.write: Writer[Sequence[Broker] | None]
         if response_class(METADATA, api_version).__flexible__:
             self.read = compact_array_reader(entity_reader(cls))
             self.write = compact_array_writer(entity_writer(cls))
@@ -72,7 +115,9 @@ class _BrokerArray:
 _BROKER_ARRAYS: dict[int, _BrokerArray] = {}
 
 
-def metadata_brokers_span(frame: bytes | memoryview, api_version: int) -> tuple[int, int, tuple]:
+def metadata_brokers_span(
+    frame: bytes | memoryview, api_version: int
+) -> tuple[int, int, tuple[MetadataBroker, ...]]:
     """(start, end, brokers) of the brokers array inside a framed Metadata response."""
     array = _BROKER_ARRAYS.get(api_version)
     if array is None:
@@ -87,19 +132,19 @@ def metadata_brokers_span(frame: bytes | memoryview, api_version: int) -> tuple[
     return start, start + used, brokers
 
 
-def encode_metadata_brokers(brokers: tuple, api_version: int) -> bytes:
+def encode_metadata_brokers(brokers: Sequence[Broker], api_version: int) -> bytes:
     out = io.BytesIO()
     _BROKER_ARRAYS[api_version].write(out, brokers)
     return out.getvalue()
 
 
 def advertised_brokers(
-    brokers: tuple, directory: BrokerDirectory, id_field: str = "node_id"
-) -> tuple:
+    brokers: Sequence[_B], directory: BrokerDirectory, id_field: str = "node_id"
+) -> tuple[_B, ...]:
     """The brokers with proxy addresses; unmappable ones are left out."""
-    out = []
+    out: list[_B] = []
     for b in brokers:
-        node_id = getattr(b, id_field)
+        node_id: int = getattr(b, id_field)
         adv = _mapped(directory, node_id, b.host, b.port)
         if adv is not None:
             out.append(dataclasses.replace(b, host=adv[0], port=i32(adv[1])))
@@ -114,10 +159,11 @@ class BrokerArrayCache:
 
     def __init__(self, limit: int = 64):
         self.limit = limit
-        self._entries: dict[tuple, bytes] = {}
+        #: (version, raw array, directory generation) -> the rewritten array
+        self._entries: dict[tuple[int, bytes, object], bytes] = {}
 
     def rewrite(
-        self, raw: bytes, brokers: tuple, api_version: int, directory: BrokerDirectory
+        self, raw: bytes, brokers: Sequence[Broker], api_version: int, directory: BrokerDirectory
     ) -> bytes:
         hit = self._entries.get((api_version, raw, getattr(directory, "generation", None)))
         if hit is not None:
@@ -144,12 +190,14 @@ class AnswerCache:
         self.limit = limit
         #: larger answers are rewritten every time rather than held in memory
         self.max_bytes = max_bytes
-        self._entries: dict[tuple, Any] = {}
+        #: the value is the caller's replay record, whose shape only the caller knows (and
+        #: states where it reads it back)
+        self._entries: dict[tuple[object, ...], Any] = {}
 
-    def get(self, key: tuple) -> Any:
+    def get(self, key: tuple[object, ...]) -> Any:
         return self._entries.get(key)
 
-    def put(self, key: tuple, value: Any) -> None:
+    def put(self, key: tuple[object, ...], value: object) -> None:
         if len(self._entries) >= self.limit:
             self._entries.clear()
         self._entries[key] = value
@@ -174,7 +222,7 @@ def rewrite_metadata(
     return _SIZE.pack(len(payload)) + payload
 
 
-def _coordinator_fields(entity: Any, directory: BrokerDirectory) -> dict[str, Any]:
+def _coordinator_fields(entity: Coordinator, directory: BrokerDirectory) -> dict[str, object]:
     """Replacement fields for one coordinator answer (top-level v0-3 or a v4+ entry)."""
     if entity.error_code != ErrorCode.none or entity.node_id < 0:
         return {}
@@ -211,7 +259,8 @@ def rewrite_describe_cluster(
 ) -> bytes:
     body = decode_response(frame, DESCRIBE_CLUSTER, api_version)
     if getattr(body, "endpoint_type", 1) != 1:
-        brokers: tuple = ()  # controller endpoints (KIP-919) are never handed to clients
+        # controller endpoints (KIP-919) are never handed to clients
+        brokers: tuple[Broker, ...] = ()
     else:
         brokers = advertised_brokers(body.brokers, directory, "broker_id")
     return encode_response(_correlation_id(frame), dataclasses.replace(body, brokers=brokers))
@@ -276,10 +325,14 @@ def padded_section(entries: list[TaggedField], length: int) -> bytes | None:
     return None
 
 
-_ENDPOINT_ARRAYS: dict[tuple[int, int], tuple[Any, Any]] = {}
+#: a KIP-951 node endpoints array's reader and writer
+EndpointArray: TypeAlias = (
+    "tuple[Reader[tuple[Broker, ...] | None], Writer[Sequence[Broker] | None]]"
+)
+_ENDPOINT_ARRAYS: dict[tuple[int, int], EndpointArray] = {}
 
 
-def _endpoint_array(api_key: int, api_version: int) -> tuple[Any, Any]:
+def _endpoint_array(api_key: int, api_version: int) -> EndpointArray:
     codec = _ENDPOINT_ARRAYS.get((api_key, api_version))
     if codec is None:
         cls = response_module(api_key, api_version).NodeEndpoint
@@ -293,7 +346,7 @@ def _endpoint_array(api_key: int, api_version: int) -> tuple[Any, Any]:
 
 def advertised_endpoints(
     data: Bytes, api_key: int, api_version: int, directory: BrokerDirectory
-) -> tuple:
+) -> tuple[Broker, ...]:
     read, _write = _endpoint_array(api_key, api_version)
     try:
         endpoints, used = read(data, 0)
@@ -304,7 +357,7 @@ def advertised_endpoints(
     return advertised_brokers(endpoints, directory)
 
 
-def encode_endpoints(endpoints: tuple, api_key: int, api_version: int) -> bytes:
+def encode_endpoints(endpoints: Sequence[Broker], api_key: int, api_version: int) -> bytes:
     out = io.BytesIO()
     _endpoint_array(api_key, api_version)[1](out, endpoints)
     return out.getvalue()
@@ -330,7 +383,7 @@ def rewrite_tagged_fields(
     if not any(tag == 0 for tag, _ in entries):
         return section
     out: list[TaggedField] = []
-    endpoints: tuple = ()
+    endpoints: tuple[Broker, ...] = ()
     for tag, data in entries:
         if tag == 0:
             endpoints = advertised_endpoints(data, api_key, api_version, directory)
@@ -397,7 +450,9 @@ class EndpointStream:
 
 
 def _correlation_id(frame: bytes | memoryview) -> int:
-    return _SIZE.unpack_from(frame, 4)[0]
+    correlation_id: int
+    (correlation_id,) = _SIZE.unpack_from(frame, 4)
+    return correlation_id
 
 
 def has_node_endpoints(api_key: int, api_version: int) -> bool:
