@@ -21,4 +21,16 @@ def open_acl_backend(config: ProxyConfig, authorizer: Authorizer) -> AclBackend 
         from aclgate.proxy.aclfilebackend import FileAclBackend
 
         return FileAclBackend(config.acl_file, authorizer, missing_ok=config.acl_file_missing_ok)
+    if config.acl_store == "kafka":
+        from aclgate.proxy.kafkaaclclient import store_settings
+        from aclgate.proxy.kafkaaclstore import KafkaAclBackend
+
+        return KafkaAclBackend(store_settings(config), authorizer)
     raise AclStoreError(f"ACL store backend {config.acl_store!r} is not available")
+
+
+def protected_topics(config: ProxyConfig) -> frozenset[str]:
+    """The topics the store keeps for itself, which no ACL can open through the proxy
+    (protocol/enforce/protected.py): the `kafka` store's topic, also when it lives on another
+    cluster (a topic of that name on the fronted one is then just as untouchable)."""
+    return frozenset({config.acl_topic}) if config.acl_store == "kafka" else frozenset()
