@@ -1,0 +1,184 @@
+"""Two `aclgate serve` processes on one `kafka` ACL store in front of a real 3-node Apache Kafka,
+driven through the proxy with Kafka's kafka-acls, confluent-kafka's AdminClient (CreateAcls/
+DeleteAcls) and clients: a change through one is enforced by the other, an acknowledged change survives a kill -9, and
+the store's topic is invisible and untouchable through the proxy."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.fixtures.wait import wait_until
+from tests.kafka import tools
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def fleet(kafka_cluster3, kafka_topic_name, proxy_process):
+    """`fleet()` -> a started `aclgate serve` on the shared ACL topic (everyone allowed where no
+    ACL applies, so the first CreateAcls is allowed; User:admin is a super user)."""
+    acl_topic = f"acls-{kafka_topic_name}"
+
+    def start(*extra: str):
+        proc = proxy_process(
+            "--upstream",
+            kafka_cluster3.bootstrap,
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--acl-store",
+            "kafka",
+            "--acl-topic",
+            acl_topic,
+            "--allow-everyone-if-no-acl-found",
+            *extra,
+        )
+        wait_until(lambda: proc.readyz()[0] == 200, timeout=60, what="the ACL topic replayed")
+        return proc
+
+    start.acl_topic = acl_topic  # type: ignore[attr-defined]
+    return start
+
+
+_admins: list[AdminClient] = []
+
+
+def admin(proc) -> AdminClient:
+    """An AdminClient through `proc`, kept alive (a collected client cancels its futures)."""
+    client = AdminClient({"bootstrap.servers": proc.bootstrap})
+    _admins.append(client)
+    return client
+
+
+def deny_write(topic: str) -> AclBinding:
+    return AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        "User:ANONYMOUS",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.DENY,
+    )
+
+
+def produce_error(proc, topic: str) -> KafkaError | None:
+    """The error of producing one record to `topic` through `proc` (None: written)."""
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "message.timeout.ms": 10_000})
+    errors: list[KafkaError | None] = []
+    producer.produce(topic, b"x", on_delivery=lambda err, _: errors.append(err))
+    producer.flush(15)
+    assert errors, "no delivery report"
+    return errors[0]
+
+
+def store(proc) -> dict:
+    return proc.readyz()[1]["acl_store"]
+
+
+def test_a_change_through_one_proxy_is_enforced_by_the_other(fleet, kafka_topic_name):
+    a, b = fleet(), fleet()
+    topic = kafka_topic_name
+    assert produce_error(b, topic) is None
+    # Kafka's own kafka-acls through A
+    added = tools.kafka_acls(
+        a.bootstrap,
+        "--add",
+        "--deny-principal",
+        "User:ANONYMOUS",
+        "--operation",
+        "Write",
+        "--topic",
+        topic,
+    )
+    assert added.returncode == 0, added
+    wait_until(lambda: store(b)["applied_offset"] == store(a)["applied_offset"], timeout=10)
+    err = produce_error(b, topic)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert store(a)["fingerprint"] == store(b)["fingerprint"]
+    # and removed through B, A lets it through again
+    match = AclBindingFilter(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    deleted = admin(b).delete_acls([match])
+    assert len(next(iter(deleted.values())).result(20)) == 1
+    wait_until(lambda: store(a)["applied_offset"] == store(b)["applied_offset"], timeout=10)
+    assert produce_error(a, topic) is None
+
+
+def test_an_acknowledged_change_survives_kill_9_right_after(fleet, kafka_topic_name):
+    a = fleet()
+    binding = deny_write(kafka_topic_name)
+    admin(a).create_acls([binding])[binding].result(20)
+    a.stop(signal.SIGKILL)  # no drain, no flush: only what is in Kafka counts
+    b = fleet()
+    everything = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    assert admin(b).describe_acls(everything).result(20) == [binding]
+
+
+def test_the_store_topic_is_invisible_and_untouchable_through_the_proxy(fleet, kafka_cluster3):
+    a = fleet("--super-user", "User:admin")
+    topic = fleet.acl_topic
+    assert topic in kafka_cluster3.admin().list_topics(timeout=10).topics  # it exists upstream
+    # even an ALLOW ALL on every topic does not open it
+    allow_all = AclBinding(
+        ResourceType.TOPIC,
+        "*",
+        ResourcePatternType.LITERAL,
+        "User:ANONYMOUS",
+        "*",
+        AclOperation.ALL,
+        AclPermissionType.ALLOW,
+    )
+    admin(a).create_acls([allow_all])[allow_all].result(20)
+    assert topic not in admin(a).list_topics(timeout=10).topics
+    err = produce_error(a, topic)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as denied:
+        admin(a).delete_topics([topic])[topic].result(20)
+    assert denied.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert store(a)["error"] is None
+    assert topic in kafka_cluster3.admin().list_topics(timeout=10).topics
+
+
+def test_a_corrupt_record_marks_the_proxy_degraded_in_readyz_and_metrics(fleet, kafka_cluster3):
+    a = fleet()
+    assert store(a)["error"] is None and a.metric("aclgate_acl_store_degraded") == 0
+    producer = Producer({"bootstrap.servers": kafka_cluster3.bootstrap})
+    producer.produce(fleet.acl_topic, key=b"not-a-uuid", value=b"{}", partition=0)
+    assert producer.flush(20) == 0
+    wait_until(lambda: store(a)["error"] is not None, timeout=15)
+    assert "degraded" in store(a)["error"] and "not a UUID" in store(a)["error"]
+    assert a.metric("aclgate_acl_store_degraded") == 1
+    assert "cannot be decoded" in a.log
+    # changes are refused while degraded
+    binding = deny_write("after-the-corruption")
+    with pytest.raises(KafkaException):
+        admin(a).create_acls([binding])[binding].result(20)

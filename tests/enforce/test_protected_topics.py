@@ -1,0 +1,92 @@
+"""Protected topics (protocol/enforce/protected.py): denied to everyone but super users whatever
+the ACLs say, in the one call every topic decision goes through. Through a real proxy and
+Kafka: tests/aclstore/test_kafka_store_fleet.py."""
+
+from __future__ import annotations
+
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.model import AclBinding, AclOperation, ResourceType
+from aclgate.protocol.enforce.context import DRY_RUN, AuthContext, Policy
+from aclgate.protocol.enforce.protected import PROTECTED, cluster_grant_excludes, guard
+from aclgate.protocol.header import RequestHeader
+
+STORE = "__aclgate_acls"
+
+
+def allow_all(resource_type: str, name: str, pattern: str = "LITERAL") -> AclBinding:
+    return AclBinding.from_dict(
+        {
+            "resource_type": resource_type,
+            "resource_name": name,
+            "pattern_type": pattern,
+            "principal": "User:*",
+            "host": "*",
+            "operation": "ALL",
+            "permission_type": "ALLOW",
+        }
+    )
+
+
+def authorizer() -> Authorizer:
+    a = Authorizer(super_users=["User:admin"])
+    a.load([allow_all("TOPIC", "*"), allow_all("TOPIC", "__", "PREFIXED"), allow_all("GROUP", "*")])
+    return a
+
+
+def test_a_protected_topic_is_denied_whatever_the_acls_say():
+    a = authorizer()
+    decide = guard(a.authorize, frozenset({STORE}), a.super_users)
+    for op in (AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE):
+        denied = decide("User:alice", "10.0.0.1", op, ResourceType.TOPIC, STORE)
+        assert denied is PROTECTED and denied.rule == "DEFAULT_DENY" and denied.acl is None
+        assert decide("User:admin", "10.0.0.1", op, ResourceType.TOPIC, STORE).allowed
+        assert decide("User:alice", "10.0.0.1", op, ResourceType.TOPIC, "orders").allowed
+    # the name protects a topic, not a group of the same name
+    assert decide("User:alice", "10.0.0.1", AclOperation.READ, ResourceType.GROUP, STORE).allowed
+
+
+def test_nothing_protected_costs_nothing():
+    a = authorizer()
+    assert guard(a.authorize, frozenset(), a.super_users) == a.authorize
+
+
+def test_the_connection_context_uses_the_guard_and_hides_the_operations():
+    a = authorizer()
+    policy = Policy(authorizer=a, protected_topics=frozenset({STORE}))
+    alice = AuthContext(policy, "User:alice", "10.0.0.1", "PLAINTEXT")
+    admin = AuthContext(policy, "User:admin", "10.0.0.1", "PLAINTEXT")
+    assert not alice.decide(AclOperation.DESCRIBE, ResourceType.TOPIC, STORE).allowed
+    assert alice.authorized_operations(ResourceType.TOPIC, STORE) == 0
+    assert alice.authorized_operations(ResourceType.TOPIC, "orders") != 0
+    assert admin.authorized_operations(ResourceType.TOPIC, STORE) != 0
+    # a copy made for a resumed request keeps the guard
+    resumed = alice.with_looked_up(frozenset())
+    assert not resumed.decide(AclOperation.READ, ResourceType.TOPIC, STORE).allowed
+
+
+def test_a_cluster_wide_grant_does_not_reach_a_protected_topic_or_an_id():
+    protected, supers = frozenset({STORE}), frozenset({"User:admin"})
+    assert not cluster_grant_excludes(protected, supers, "User:alice", ["orders", "payments"])
+    assert cluster_grant_excludes(protected, supers, "User:alice", ["orders", STORE])
+    # a topic named by id may be the protected one: checked per topic once resolved
+    assert cluster_grant_excludes(protected, supers, "User:alice", ["orders", None])
+    assert not cluster_grant_excludes(protected, supers, "User:admin", [STORE, None])
+    assert not cluster_grant_excludes(frozenset(), supers, "User:alice", [STORE, None])
+
+
+def test_a_dry_run_observes_the_policy_but_never_opens_a_protected_topic():
+    a = authorizer()
+    a.load([allow_all("GROUP", "*")])  # no topic ACL: every topic denied ...
+    decided: list[tuple[str, bool]] = []
+
+    class Sink:
+        def decided(self, ctx, header, op, rtype, name, decision, enforced, *rest):
+            decided.append((name, enforced))
+
+    policy = Policy(authorizer=a, mode=DRY_RUN, sink=Sink(), protected_topics=frozenset({STORE}))
+    alice = AuthContext(policy, "User:alice", "10.0.0.1", "PLAINTEXT")
+    header = RequestHeader(0, 9, 1, "test", True, 0)
+    # ... but in dry-run only observed, except on the protected topic
+    assert alice.check(header, AclOperation.WRITE, ResourceType.TOPIC, "orders")
+    assert not alice.check(header, AclOperation.WRITE, ResourceType.TOPIC, STORE)
+    assert decided == [("orders", False), (STORE, True)]
