@@ -7,6 +7,7 @@ kafka-share-groups / kafka-streams-groups tools over the admin APIs of both grou
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from datetime import timedelta
@@ -17,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i32Timedelta
 
 from aclgate.authz.aclfile import dump_acl_file
-from aclgate.authz.model import AclBinding
+from aclgate.authz.model import AclBinding, AclOperation
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.kafka import javaclient, tools
 from tests.kafka.javaclient import compile_clients
@@ -268,6 +269,60 @@ def test_share_session_revoked_topic_is_taken_out(gate, kafka_topic_name):
         body = raw.request(_share_fetch(group, member, session_epoch))
         assert body.error_code == 0, body
         assert all(e == 0 for e, _a, _r in _fetched(body)), _fetched(body)
+
+
+def test_stateful_streams_app_needs_create_on_its_internal_topics(
+    gate, client_classes, kafka_topic_name
+):
+    """A count's changelog topic is created by the broker when the coordinator asks for it:
+    through aclgate the application must hold CREATE on it up front (docs/design.md,
+    "Streams groups"; Kafka itself would let the member join with a MISSING_INTERNAL_TOPICS
+    status), then the app runs and the topic exists."""
+    kafka, proxy, set_acls = gate
+    source, sink, app = (
+        f"{kafka_topic_name}-in",
+        f"{kafka_topic_name}-out",
+        f"{kafka_topic_name}-app",
+    )
+    _topic_with_records(kafka, source, 3)
+    kafka.create_topic(sink)
+    needed = [
+        acl("TOPIC", source, "READ"),
+        acl("TOPIC", sink, "WRITE"),
+        acl("TOPIC", sink, "DESCRIBE"),
+        acl("GROUP", app, "READ"),
+    ]
+    internal = AclBinding.from_dict(
+        {
+            "resource_type": "TOPIC",
+            "resource_name": f"{app}-",
+            "pattern_type": "PREFIXED",
+            "principal": "User:ANONYMOUS",
+            "host": "*",
+            "operation": "ALL",
+            "permission_type": "ALLOW",
+        }
+    )
+    without_create = dataclasses.replace(internal, operation=AclOperation.DESCRIBE)
+    set_acls(*needed, without_create)
+    args = ("streams-count", proxy.bootstrap, app, source, sink, "3")
+    out = run_client(client_classes, *args, "6000")
+    # never assigned, so nothing processed; the Java client reports the 29 as a
+    # TopicAuthorizationException (with its default message) after some heartbeats
+    assert out == "TIMEOUT 0" or out.startswith("ERROR TopicAuthorizationException"), out
+    denied_create = {
+        "api": "StreamsGroupHeartbeat",
+        "operation": "CREATE",
+        "resource_type": "TOPIC",
+        "decision": "DENIED",
+        "enforced": "true",
+    }
+    assert proxy.metric("aclgate_decisions_total", denied_create) > 0
+
+    set_acls(*needed, internal)
+    assert run_client(client_classes, *args, "60000") == "PROCESSED 3"
+    listed = tools.kafka_topics(kafka.bootstrap, "--list").check().stdout.split()
+    assert any(t.startswith(f"{app}-") and t.endswith("-changelog") for t in listed), listed
 
 
 # ----------------------------------------------------------- kafka-share-groups, kafka-streams-groups

@@ -22,7 +22,7 @@ public final class GroupsClient {
     public static void main(String[] args) throws Exception {
         String mode = args[0], bootstrap = args[1];
         if (mode.equals("share")) share(bootstrap, args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]));
-        else streams(bootstrap, args[2], args[3], args[4], Integer.parseInt(args[5]), Long.parseLong(args[6]));
+        else streams(mode.equals("streams-count"), bootstrap, args[2], args[3], args[4], Integer.parseInt(args[5]), Long.parseLong(args[6]));
     }
 
     static String describe(Throwable e) {
@@ -51,7 +51,9 @@ public final class GroupsClient {
         }
     }
 
-    static void streams(String bootstrap, String app, String in, String out, int want, long timeoutMs) throws Exception {
+    // streams: a stateless topology (no internal topics); streams-count: a count per key,
+    // whose changelog topic the group's coordinator asks the broker to create
+    static void streams(boolean count, String bootstrap, String app, String in, String out, int want, long timeoutMs) throws Exception {
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -63,7 +65,9 @@ public final class GroupsClient {
         AtomicInteger seen = new AtomicInteger();
         AtomicReference<String> failure = new AtomicReference<>();
         StreamsBuilder b = new StreamsBuilder();
-        b.<String, String>stream(in).peek((k, v) -> seen.incrementAndGet()).mapValues(v -> v.toUpperCase()).to(out);
+        var stream = b.<String, String>stream(in).peek((k, v) -> seen.incrementAndGet());
+        if (count) stream.groupByKey().count().toStream().mapValues(String::valueOf).to(out);
+        else stream.mapValues(v -> v.toUpperCase()).to(out);
         KafkaStreams streams = new KafkaStreams(b.build(), p);
         streams.setUncaughtExceptionHandler(e -> {
             failure.compareAndSet(null, describe(e));
