@@ -488,7 +488,9 @@ def share_handle(
                     del new_view[f.topic_id]
     was_out = held.out if held is not None else set()
     denied = {i for i in new_view if not verdict[i]}
-    readd = [i for i in new_view if verdict[i] and i in was_out and fetch]
+    named = {t.topic_id for t in request.topics}
+    # allowed again while kept out of the broker's session: added back (unless named here)
+    readd = [i for i in new_view if verdict[i] and i in was_out and i not in named and fetch]
     drop = [i for i in view if not verdict[i] and i not in was_out and fetch]
     errors = _share_errors(header, request, names, verdict, new_view if fetch else {}, denied)
     if held is not None and fetch:

@@ -1990,3 +1990,122 @@ def test_describe_share_group_offsets_partial(env):
     assert [(g.group_id, [t.topic_name for t in g.topics]) for g in sent.groups] == [
         ("g-ok", ["ok"])
     ]
+
+
+# -------------------------------------------------------------------------- ShareFetch
+
+
+def test_share_fetch_partial_and_session(env):
+    """A denied topic is kept out of the broker's share session and answered 29 on every
+    fetch while the session holds it (its acknowledgements 29 too); the allowed one goes on.
+    Another connection naming the session is answered 122 and reaches nothing."""
+    ids = {"ok": uuid.uuid4(), "secret": uuid.uuid4()}
+
+    by_id = {v: k for k, v in ids.items()}
+
+    def metadata(node, header, request):
+        """Names and ids; the proxy's own look-up names topics by id."""
+        mod = response_module(3, header.api_version)
+        topics = tuple(
+            _defaults(
+                mod.MetadataResponseTopic,
+                name=t.name or by_id[t.topic_id],
+                topic_id=ids[t.name or by_id[t.topic_id]],
+                partitions=(_defaults(mod.MetadataResponsePartition, leader_id=i32(1)),),
+            )
+            for t in request.topics
+        )
+        body = _defaults(
+            mod.MetadataResponse,
+            brokers=node.brokers(mod.MetadataResponseBroker),
+            cluster_id="scripted",
+            controller_id=i32(1),
+            topics=topics,
+        )
+        return encode_response(header.correlation_id, body)
+
+    def fetched(_header, request):
+        rm = response_module(78, 1)
+        topics = tuple(
+            _defaults(
+                rm.ShareFetchableTopicResponse,
+                topic_id=t.topic_id,
+                partitions=tuple(
+                    _defaults(rm.PartitionData, partition_index=p.partition_index, records=b"")
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+        return _defaults(rm.ShareFetchResponse, responses=topics)
+
+    env.script(3, metadata)
+    env.script(78, answer_with(fetched))
+    m = module(78, 1)
+
+    def share_fetch(epoch: int, *topics: tuple[str, bool], group: str = "g-ok") -> Any:
+        return req(
+            78,
+            1,
+            group_id=group,
+            member_id="member-1",
+            share_session_epoch=i32(epoch),
+            topics=tuple(
+                m.FetchTopic(
+                    topic_id=ids[name],
+                    partitions=(
+                        m.FetchPartition(
+                            partition_index=i32(0),
+                            acknowledgement_batches=(
+                                (
+                                    m.AcknowledgementBatch(
+                                        first_offset=i64(0),
+                                        last_offset=i64(0),
+                                        acknowledge_types=(i8(1),),
+                                    ),
+                                )
+                                if acked
+                                else ()
+                            ),
+                        ),
+                    ),
+                )
+                for name, acked in topics
+            ),
+            forgotten_topics_data=(),
+        )
+
+    def answered(body: Any) -> dict[str, tuple[int, int]]:
+        names = {v: k for k, v in ids.items()}
+        return {
+            names[t.topic_id]: (p.error_code, p.acknowledge_error_code)
+            for t in body.responses
+            for p in t.partitions
+        }
+
+    bootstrap = env.proxies("partial").bootstrap
+    with RawClient(bootstrap) as raw, RawClient(bootstrap) as other:
+        raw.request(
+            req(
+                3,
+                12,
+                topics=tuple(
+                    sub(3, 12, "MetadataRequestTopic", name=n, topic_id=None) for n in ids
+                ),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        first = raw.request(share_fetch(0, ("ok", False), ("secret", True)))
+        assert answered(first) == {"ok": (0, 0), "secret": (29, 29)}
+        again = raw.request(share_fetch(1))
+        assert answered(again) == {"secret": (29, 0)}
+        sent = env.reached(78)
+        assert [[t.topic_id for t in r.topics] for r in sent] == [[ids["ok"]], []]
+        assert all(r.forgotten_topics_data == () for r in sent)
+
+        stranger = other.request(share_fetch(2))
+        assert stranger.error_code == ErrorCode.share_session_not_found
+        denied = other.request(share_fetch(0, ("ok", False), group="g-no"))
+        assert (denied.error_code, denied.responses) == (ErrorCode.group_authorization_failed, ())
+        assert len(env.reached(78)) == 2
