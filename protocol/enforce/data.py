@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i32Timedelta
@@ -21,6 +22,7 @@ from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.codec import decode_request, encode_response
 from aclgate.protocol.enforce.base import (
     ApiHandler,
+    KioBody,
     answer,
     error_body,
     forward,
@@ -28,18 +30,22 @@ from aclgate.protocol.enforce.base import (
     reencode_request,
 )
 from aclgate.protocol.enforce.build import build
-from aclgate.protocol.enforce.context import NotReady
+from aclgate.protocol.enforce.context import AuthContext, NotReady
 from aclgate.protocol.enforce.fetchsessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
+    FetchTopic,
+    ForgottenTopic,
     Held,
     SessionAnswer,
     sessions_of,
 )
 from aclgate.protocol.enforce.peek import peek_produce
 from aclgate.protocol.enforce.topics import resolve
+from aclgate.protocol.framing import Frame
+from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import rewriter_for
-from aclgate.protocol.session import WithState
+from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.versions import response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
@@ -48,7 +54,52 @@ _ATTRIBUTES = struct.Struct(">h")
 _TRANSACTIONAL = 0x10
 
 
-def has_transactional_records(topics: Any) -> bool:
+class _ProducePartition(Protocol):
+    @property
+    def records(self) -> bytes | None: ...
+
+
+class ProduceTopic(Protocol):
+    """A topic of a Produce request, every version (named by `name`, from v13 by
+    `topic_id`: read by field name)."""
+
+    @property
+    def partition_data(self) -> Sequence[_ProducePartition]: ...
+
+
+if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
+    from _typeshed import DataclassInstance
+
+    class ProduceRequest(DataclassInstance, Protocol):
+        """What the handler reads of a Produce request, v3-13."""
+
+        @property
+        def transactional_id(self) -> str | None: ...
+        @property
+        def acks(self) -> int: ...
+        @property
+        def topic_data(self) -> Sequence[ProduceTopic]: ...
+
+    class FetchRequest(DataclassInstance, Protocol):
+        """What the handler reads of a Fetch request, v4-18; the session fields exist from
+        v7 and are read only past the version test (the replica id is read by name: a field
+        up to v14, inside `replica_state` from v15)."""
+
+        @property
+        def topics(self) -> Sequence[FetchTopic]: ...
+        @property
+        def session_id(self) -> int: ...
+        @property
+        def session_epoch(self) -> int: ...
+        @property
+        def forgotten_topics_data(self) -> Sequence[ForgottenTopic]: ...
+
+
+#: an entry of a request's topic array, split by verdict
+_Entry = TypeVar("_Entry")
+
+
+def has_transactional_records(topics: Iterable[ProduceTopic]) -> bool:
     """Kafka's RequestUtils.hasTransactionalRecords: the first batch of any partition is
     transactional (magic 2, attributes bit 4). Read from the uncompressed batch header."""
     for topic in topics:
@@ -65,9 +116,14 @@ def has_transactional_records(topics: Any) -> bool:
 
 
 def topic_names(
-    ctx, header, entries, id_field: str = "topic_id", name_field: str = "name"
+    ctx: AuthContext,
+    header: RequestHeader,
+    entries: Sequence[object],
+    id_field: str = "topic_id",
+    name_field: str = "name",
 ) -> list[str | None]:
-    """The topic name of each entry, resolving ids through the cache (None = unknown id)."""
+    """The topic name of each entry, resolving ids through the cache (None = unknown id).
+    Entries of any API and version: the fields are read by the names given."""
     first = entries[0] if entries else None
     if first is None or hasattr(first, name_field):
         return [getattr(e, name_field) for e in entries]
@@ -76,10 +132,16 @@ def topic_names(
 
 
 def split_topics(
-    ctx, header, entries, names, operation, partitions: str
-) -> tuple[list, list, list]:
+    ctx: AuthContext,
+    header: RequestHeader,
+    entries: Sequence[_Entry],
+    names: Sequence[str | None],
+    operation: AclOperation,
+    partitions: str,
+) -> tuple[list[_Entry], list[_Entry], list[_Entry]]:
     """(allowed, denied, unknown-id) entries; each distinct topic authorized once, with
-    refCount = its partitions in the request (Kafka's filterByAuthorized over partitions)."""
+    refCount = its partitions in the request (Kafka's filterByAuthorized over partitions,
+    the field named `partitions`)."""
     if len(entries) == 1:  # the common case on the data path
         entry, name = entries[0], names[0]
         if name is None:
@@ -92,6 +154,9 @@ def split_topics(
         if name is not None:
             counts[name] = counts.get(name, 0) + len(getattr(entry, partitions))
     verdict = {n: ctx.check(header, operation, TOPIC, n, True, c) for n, c in counts.items()}
+    allowed: list[_Entry]
+    denied: list[_Entry]
+    unknown: list[_Entry]
     allowed, denied, unknown = [], [], []
     for entry, name in zip(entries, names, strict=True):
         if name is None:
@@ -118,7 +183,14 @@ class ProduceHandler(ApiHandler):
             "forwarded and the connection closed, as the broker does"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: ProduceRequest,
+    ) -> None:
         topics = request.topic_data
         acks = request.acks
         if has_transactional_records(topics):
@@ -136,7 +208,7 @@ class ProduceHandler(ApiHandler):
         allowed, denied, unknown = split_topics(ctx, header, topics, names, WRITE, "partition_data")
         self._finish(session, header, frame, request, acks, allowed, denied, unknown)
 
-    def __call__(self, session, header, frame) -> None:
+    def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
         """One plain named topic (the common case): decide from the peeked bytes; the
         request is decoded only to answer a denial. Everything else: the full path."""
         peeked = peek_produce(frame, header)
@@ -164,7 +236,17 @@ class ProduceHandler(ApiHandler):
         request = decode_request(frame, header)
         self._finish(session, header, frame, request, acks, [], list(request.topic_data), [])
 
-    def _finish(self, session, header, frame, request, acks, allowed, denied, unknown) -> None:
+    def _finish(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: ProduceRequest,
+        acks: int,
+        allowed: Sequence[ProduceTopic],
+        denied: Sequence[ProduceTopic],
+        unknown: Sequence[ProduceTopic],
+    ) -> None:
         """Forward, strip or answer once every topic has been decided."""
         if not denied and not unknown:
             if acks == 0:
@@ -191,7 +273,9 @@ class ProduceHandler(ApiHandler):
             WithState(merge_rewriter, ("responses", errors)),
         )
 
-    def _errors(self, header, entries, code) -> tuple:
+    def _errors(
+        self, header: RequestHeader, entries: Iterable[ProduceTopic], code: ErrorCode
+    ) -> tuple[KioBody, ...]:
         cls = response_module(header.api_key, header.api_version).TopicProduceResponse
         return tuple(build(cls, code, e, self.aliases) for e in entries)
 
@@ -205,12 +289,12 @@ _II = struct.Struct(">ii")
 _NO_WAIT = i32Timedelta.parse(timedelta(0))
 
 
-def replica_id(request: Any) -> int:
+def replica_id(request: object) -> int:
     state = getattr(request, "replica_state", None)
     return int(state.replica_id) if state is not None else int(getattr(request, "replica_id", -1))
 
 
-def _answer_with(session, slot, frame, answer: bytes) -> bytes:
+def _answer_with(session: ProxySession, slot: Slot, frame: Frame, answer: bytes) -> bytes:
     """The broker's answer to a session close is replaced by the proxy's own."""
     return answer
 
@@ -234,7 +318,14 @@ class FetchHandler(ApiHandler):
             "and the session ended (70) if one is denied"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: FetchRequest,
+    ) -> None:
         topics = request.topics
         v = header.api_version
         if replica_id(request) >= 0:
@@ -285,7 +376,17 @@ class FetchHandler(ApiHandler):
             return
         self._full(session, header, frame, request, allowed, denied, unknown, own)
 
-    def _full(self, session, header, frame, request, allowed, denied, unknown, own) -> None:
+    def _full(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: FetchRequest,
+        allowed: Sequence[FetchTopic],
+        denied: Sequence[FetchTopic],
+        unknown: Sequence[FetchTopic],
+        own: int,
+    ) -> None:
         """Fetched without a session (closing `own`, a session of this connection, if any):
         forwarded whole, stripped of its denied topics, or answered alone."""
         if not denied and not unknown:
@@ -300,14 +401,14 @@ class FetchHandler(ApiHandler):
                 error_body(header, request, ErrorCode.none, responses=errors, session_id=0),
             )
             return
-        changes: dict[str, Any] = {"topics": tuple(allowed)}
+        changes: dict[str, object] = {"topics": tuple(allowed)}
         if header.api_version >= 7:
             changes.update(session_id=own, session_epoch=FINAL_EPOCH, forgotten_topics_data=())
         stripped = reencode_request(frame, header, dataclasses.replace(request, **changes))
         forward(session, header, stripped, WithState(merge_rewriter, ("responses", errors)))
 
     @staticmethod
-    def _still_allowed(ctx, header, held: Held, version: int) -> bool:
+    def _still_allowed(ctx: AuthContext, header: RequestHeader, held: Held, version: int) -> bool:
         """What the session holds, re-authorized if the ACLs changed since it last was."""
         if held.version == version:
             return True
@@ -317,7 +418,14 @@ class FetchHandler(ApiHandler):
         held.version = version
         return True
 
-    def _end(self, session, header, frame, request, sid: int) -> None:
+    def _end(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: FetchRequest,
+        sid: int,
+    ) -> None:
         """End session `sid` the way a broker does: the broker is asked to close it (an
         empty sessionless fetch that does not wait) and the client is answered
         FETCH_SESSION_ID_NOT_FOUND, so it opens a new one with a full request."""
@@ -338,7 +446,14 @@ class FetchHandler(ApiHandler):
             session, header, reencode_request(frame, header, close), WithState(_answer_with, ended)
         )
 
-    def _answer_alone(self, session, header, request, topics, code) -> None:
+    def _answer_alone(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        request: FetchRequest,
+        topics: Sequence[FetchTopic],
+        code: ErrorCode,
+    ) -> None:
         errors = self._errors(header, topics, code)
         answer(
             session,
@@ -346,10 +461,12 @@ class FetchHandler(ApiHandler):
             error_body(header, request, ErrorCode.none, responses=errors, session_id=0),
         )
 
-    def _errors(self, header, entries, code) -> tuple:
+    def _errors(
+        self, header: RequestHeader, entries: Iterable[FetchTopic], code: ErrorCode
+    ) -> tuple[KioBody, ...]:
         mod = response_module(header.api_key, header.api_version)
         aliases = {"partition_index": "partition", "partitions": "partitions"}
-        out = []
+        out: list[KioBody] = []
         for entry in entries:
             partitions = tuple(build(mod.PartitionData, code, p, aliases) for p in entry.partitions)
             out.append(
@@ -358,7 +475,9 @@ class FetchHandler(ApiHandler):
         return tuple(out)
 
     @staticmethod
-    def _patched(frame, header, request, session_id: int, epoch: int):
+    def _patched(
+        frame: Frame, header: RequestHeader, request: FetchRequest, session_id: int, epoch: int
+    ) -> Frame:
         """The request bytes with (session_id, session_epoch) set in place."""
         offsets = _SESSION_AT.get(header.api_version)
         if offsets is None or (request.session_id == session_id and request.session_epoch == epoch):

@@ -16,6 +16,7 @@ import uuid
 
 from kio.serial.readers import read_unsigned_varint
 
+from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 
 _I16 = struct.Struct(">h")
@@ -28,7 +29,7 @@ _NAMED = range(3, 13)
 _BY_ID = 13
 
 
-def _uvarint(frame, pos: int) -> tuple[int, int]:
+def _uvarint(frame: Frame, pos: int) -> tuple[int, int]:
     """(value, position after it); one byte inline, longer ones through kio."""
     b = frame[pos]
     if b < 0x80:
@@ -37,12 +38,12 @@ def _uvarint(frame, pos: int) -> tuple[int, int]:
     return value, pos + used
 
 
-def _transactional(frame, start: int, size: int) -> bool:
+def _transactional(frame: Frame, start: int, size: int) -> bool:
     """data.has_transactional_records for one partition's records, read in place."""
     return size >= 23 and frame[start + 16] == 2 and bool(frame[start + 22] & _TRANSACTIONAL)
 
 
-def peek_produce(frame, header: RequestHeader) -> tuple[int, str | uuid.UUID, int] | None:
+def peek_produce(frame: Frame, header: RequestHeader) -> tuple[int, str | uuid.UUID, int] | None:
     """(acks, topic name, partition count) of a plain single-topic Produce, else None; from
     v13 (current Java producers) the topic id in place of the name."""
     v = header.api_version
@@ -56,7 +57,7 @@ def peek_produce(frame, header: RequestHeader) -> tuple[int, str | uuid.UUID, in
         return None
 
 
-def _legacy(frame, pos: int) -> tuple[int, str, int] | None:
+def _legacy(frame: Frame, pos: int) -> tuple[int, str, int] | None:
     (n,) = _I16.unpack_from(frame, pos)  # transactional_id
     if n < -1:
         return None
@@ -82,7 +83,9 @@ def _legacy(frame, pos: int) -> tuple[int, str, int] | None:
     return acks, name, partitions
 
 
-def _flexible(frame, pos: int, by_id: bool = False) -> tuple[int, str | uuid.UUID, int] | None:
+def _flexible(
+    frame: Frame, pos: int, by_id: bool = False
+) -> tuple[int, str | uuid.UUID, int] | None:
     # Lengths and counts are unsigned varints holding value + 1 (0 = null). Apart from the
     # records' sizes they fit in one byte in the shape peeked here; a longer one (a very
     # long transactional id or name, 127+ partitions) takes the full path.
@@ -131,7 +134,7 @@ def _flexible(frame, pos: int, by_id: bool = False) -> tuple[int, str | uuid.UUI
     return acks, topic, partitions
 
 
-def peek_metadata(frame, header: RequestHeader) -> tuple[str, ...] | None:
+def peek_metadata(frame: Frame, header: RequestHeader) -> tuple[str, ...] | None:
     """The topic names of a Metadata request (v9-13) that names its topics and asks for
     nothing more (no auto-creation, no authorized operations), else None."""
     v = header.api_version
@@ -143,12 +146,12 @@ def peek_metadata(frame, header: RequestHeader) -> tuple[str, ...] | None:
         return None
 
 
-def _metadata(frame, pos: int, v: int) -> tuple[str, ...] | None:
+def _metadata(frame: Frame, pos: int, v: int) -> tuple[str, ...] | None:
     count = frame[pos] - 1  # compact array: value + 1, 0 = null (all topics)
     if not 0 < count < 0x7F:
         return None
     pos += 1
-    names = []
+    names: list[str] = []
     for _ in range(count):
         if v >= 10:
             # topic_id: with any non-zero id Kafka answers by ids and ignores every name
