@@ -25,6 +25,7 @@ from tests.listeners.conftest import Pki
 from tests.listeners.util import MAPPING_RULES, password
 
 pytestmark = pytest.mark.kafka
+LISTENERS = ["PLAINTEXT", "SASL_SSL", "mTLS"]
 
 
 def prefixed(principal: str, resource_type: str, prefix: str) -> AclBinding:
@@ -115,7 +116,7 @@ def grants(principal: str, prefix: str, group: bool = True) -> list[AclBinding]:
     return [prefixed(principal, kind, prefix) for kind in kinds]
 
 
-@pytest.mark.parametrize("name", ["PLAINTEXT", "SASL_SSL", "mTLS"])
+@pytest.mark.parametrize("name", LISTENERS)
 def test_java_clients_through_aclgate(
     name, kafka_single, proxy_factory, classes, security, kafka_topic_name, tmp_path
 ):
@@ -140,18 +141,23 @@ def test_java_clients_without_the_group_acl(
     assert out.startswith("FAIL classic consumer GroupAuthorizationException"), out
 
 
-def test_console_tools_through_aclgate(kafka_single, proxy_factory, kafka_topic_name, tmp_path):
+@pytest.mark.parametrize("name", LISTENERS)
+def test_console_tools_through_aclgate(
+    name, kafka_single, proxy_factory, security, kafka_topic_name, tmp_path
+):
+    principal, proxy_cfg, client = listener(name, security)
     topic, group = f"{kafka_topic_name}-c", f"{kafka_topic_name}-g"
     kafka_single.create_topic(topic)
     proxy = start(
         proxy_factory,
         kafka_single.bootstrap,
         tmp_path,
-        {},
-        grants("User:ANONYMOUS", kafka_topic_name),
+        proxy_cfg,
+        grants(principal, kafka_topic_name),
     )
-    tools.console_produce(proxy.bootstrap, topic, ["a", "b", "c"]).check()
-    read = tools.console_consume(proxy.bootstrap, topic, max_messages=3, group=group).check()
+    kw = {"config": client} if client else {}
+    tools.console_produce(proxy.bootstrap, topic, ["a", "b", "c"], **kw).check()
+    read = tools.console_consume(proxy.bootstrap, topic, max_messages=3, group=group, **kw).check()
     assert read.stdout.split() == ["a", "b", "c"]
     described = tools.run_tool(
         "kafka-consumer-groups",
@@ -160,20 +166,25 @@ def test_console_tools_through_aclgate(kafka_single, proxy_factory, kafka_topic_
         "--describe",
         "--group",
         group,
+        **kw,
     ).check()
     assert f"{group} {topic} 0 3 3 0" in " ".join(described.stdout.split()), described.stdout
     # another group: not this principal's, so Kafka's error
-    denied = tools.console_consume(proxy.bootstrap, topic, max_messages=1, group="other-group")
+    denied = tools.console_consume(
+        proxy.bootstrap, topic, max_messages=1, group="other-group", timeout_ms=5000, **kw
+    )
     assert "GroupAuthorizationException" in denied.stdout + denied.stderr
 
 
+@pytest.mark.parametrize("name", LISTENERS)
 def test_java_clients_on_three_nodes(
-    kafka_cluster3, proxy_factory, classes, kafka_topic_name, tmp_path
+    name, kafka_cluster3, proxy_factory, classes, security, kafka_topic_name, tmp_path
 ):
+    principal, proxy_cfg, client = listener(name, security)
     prefix = kafka_topic_name
     proxy = start(
-        proxy_factory, kafka_cluster3.bootstrap, tmp_path, {}, grants("User:ANONYMOUS", prefix)
+        proxy_factory, kafka_cluster3.bootstrap, tmp_path, proxy_cfg, grants(principal, prefix)
     )
-    props = write_properties(tmp_path / "client.properties", {})
+    props = write_properties(tmp_path / "client.properties", client)
     out = run_client(classes, "JavaClients", proxy.bootstrap, str(props), prefix)
     assert out.startswith("OK nodes=3 partitions=2 classic=10 consumer=10 committed="), out
