@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32Timedelta
@@ -42,8 +43,9 @@ from aclgate.authz.model import (
     listing_order,
 )
 from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
-from aclgate.protocol.enforce.base import ApiHandler, answer
+from aclgate.protocol.enforce.base import ApiHandler, KioBody, answer
 from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader
 from aclgate.protocol.session import ProxySession
 from aclgate.protocol.versions import response_class, response_module
@@ -61,6 +63,54 @@ ZERO_THROTTLE = i32Timedelta.parse(timedelta(0))
 E = TypeVar("E", ResourceType, PatternType, AclOperation, AclPermissionType)
 
 
+class AclFilterEntry(Protocol):
+    """A DescribeAcls request or a DeleteAcls filter (v1-3: the same fields)."""
+
+    @property
+    def resource_type_filter(self) -> int: ...
+    @property
+    def resource_name_filter(self) -> str | None: ...
+    @property
+    def pattern_type_filter(self) -> int: ...
+    @property
+    def principal_filter(self) -> str | None: ...
+    @property
+    def host_filter(self) -> str | None: ...
+    @property
+    def operation(self) -> int: ...
+    @property
+    def permission_type(self) -> int: ...
+
+
+class AclCreation(Protocol):
+    """A CreateAcls creation, v1-3."""
+
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+    @property
+    def resource_pattern_type(self) -> int: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def operation(self) -> int: ...
+    @property
+    def permission_type(self) -> int: ...
+
+
+class CreateAclsRequest(Protocol):
+    @property
+    def creations(self) -> Sequence[AclCreation]: ...
+
+
+class DeleteAclsRequest(Protocol):
+    @property
+    def filters(self) -> Sequence[AclFilterEntry]: ...
+
+
 def from_code(enum: type[E], code: int) -> E:
     """Java's `fromCode`: a code Kafka does not know is UNKNOWN."""
     try:
@@ -76,7 +126,7 @@ def _refuse_unknown(codes: Sequence[int], what: str) -> None:
         raise MalformedRequest(f"{what} contains UNKNOWN elements")
 
 
-def _filter(entry: Any) -> AclBindingFilter:
+def _filter(entry: AclFilterEntry) -> AclBindingFilter:
     """A DescribeAcls request or a DeleteAcls filter as an AclBindingFilter."""
     _refuse_unknown(
         (
@@ -98,7 +148,7 @@ def _filter(entry: Any) -> AclBindingFilter:
     )
 
 
-def _binding(creation: Any) -> AclBinding:
+def _binding(creation: AclCreation) -> AclBinding:
     return AclBinding(
         from_code(ResourceType, creation.resource_type),
         creation.resource_name,
@@ -122,7 +172,7 @@ def _in_kafkas_words(exc: InvalidAclError, binding: AclBinding) -> InvalidAclErr
     )
 
 
-def _not_a_binding(creation: Any) -> bool:
+def _not_a_binding(creation: AclCreation) -> bool:
     """What Kafka's ResourcePattern and AccessControlEntry constructors refuse: the filter-only
     values ANY (resource type, operation, permission) and MATCH/ANY (pattern type)."""
     return (
@@ -146,7 +196,7 @@ def _respond_later(
     session: ProxySession,
     header: RequestHeader,
     change: StoreAclChange,
-    build: Callable[[AclStoreFailure | None], Any],
+    build: Callable[[AclStoreFailure | None], KioBody],
 ) -> None:
     """Answer once the store has committed `change` (or failed to). The connection's next
     requests wait meanwhile (a held wait), as a broker reads no further request of a connection
@@ -174,7 +224,14 @@ class DescribeAclsHandler(ApiHandler):
             "forwarded; no ACL store: 54 SECURITY_DISABLED"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: AclFilterEntry,
+    ) -> None:
         acl_filter = _filter(request)
         cls = response_class(header.api_key, header.api_version)
         if not _authorized(ctx, header, DESCRIBE):
@@ -202,9 +259,9 @@ class DescribeAclsHandler(ApiHandler):
         answer(session, header, body)
 
 
-def _resources(mod: Any, bindings: Sequence[AclBinding]) -> tuple[Any, ...]:
+def _resources(mod: ModuleType, bindings: Sequence[AclBinding]) -> tuple[KioBody, ...]:
     """DescribeAclsResponse.aclsResources: one entry per resource pattern, in listing order."""
-    grouped: dict[tuple[ResourceType, str, PatternType], list[Any]] = {}
+    grouped: dict[tuple[ResourceType, str, PatternType], list[KioBody]] = {}
     for b in listing_order(bindings):
         grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
             mod.AclDescription(
@@ -234,7 +291,14 @@ class CreateAclsHandler(ApiHandler):
             "change and in force before the answer; no ACL store: 54 SECURITY_DISABLED"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: CreateAclsRequest,
+    ) -> None:
         for creation in request.creations:
             _refuse_unknown(
                 (
@@ -248,7 +312,7 @@ class CreateAclsHandler(ApiHandler):
         mod = response_module(header.api_key, header.api_version)
         cls = response_class(header.api_key, header.api_version)
 
-        def body(outcomes: Sequence[tuple[ErrorCode, str | None]]) -> Any:
+        def body(outcomes: Sequence[tuple[ErrorCode, str | None]]) -> KioBody:
             return cls(
                 throttle_time=ZERO_THROTTLE,
                 results=tuple(
@@ -281,7 +345,7 @@ class CreateAclsHandler(ApiHandler):
                 errors.append(None)
                 valid.append(b)
 
-        def outcomes(failure: AclStoreFailure | None) -> Any:
+        def outcomes(failure: AclStoreFailure | None) -> KioBody:
             stored = (ErrorCode.none, "") if failure is None else _store_error(failure)
             return body(
                 [stored if e is None else (ErrorCode.invalid_request, e.message) for e in errors]
@@ -308,12 +372,21 @@ class DeleteAclsHandler(ApiHandler):
             "no ACL store: 54 SECURITY_DISABLED"
         )
 
-    def handle(self, session, ctx, header, frame, request):
+    def handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: DeleteAclsRequest,
+    ) -> None:
         filters = [_filter(f) for f in request.filters]
         mod = response_module(header.api_key, header.api_version)
         cls = response_class(header.api_key, header.api_version)
 
-        def body(results: Sequence[tuple[ErrorCode, str | None, Sequence[AclBinding]]]) -> Any:
+        def body(
+            results: Sequence[tuple[ErrorCode, str | None, Sequence[AclBinding]]],
+        ) -> KioBody:
             return cls(
                 throttle_time=ZERO_THROTTLE,
                 filter_results=tuple(
@@ -349,7 +422,7 @@ class DeleteAclsHandler(ApiHandler):
             doomed.update(dict.fromkeys(matched))
             matches.append(matched)
 
-        def results(failure: AclStoreFailure | None) -> Any:
+        def results(failure: AclStoreFailure | None) -> KioBody:
             out: list[tuple[ErrorCode, str | None, Sequence[AclBinding]]] = []
             for m in matches:
                 if isinstance(m, InvalidAclError):
@@ -366,7 +439,7 @@ class DeleteAclsHandler(ApiHandler):
         _respond_later(session, header, StoreAclChange(removals=tuple(doomed)), results)
 
 
-def _matching(mod: Any, b: AclBinding) -> Any:
+def _matching(mod: ModuleType, b: AclBinding) -> KioBody:
     return mod.DeleteAclsMatchingAcl(
         error_code=ErrorCode.none,
         error_message=None,
