@@ -309,6 +309,31 @@ class ProxyConfig:
         boolean=True,
         help="start with an empty policy when --acl-file does not exist yet (it is loaded when it appears)",
     )
+    acl_topic: str = _setting(
+        "__aclgate_acls",
+        metavar="NAME",
+        help="--acl-store kafka: the ACL topic (one partition, compacted; created if missing; "
+        "hidden from and denied to everyone but super users through the proxy; default "
+        "__aclgate_acls)",
+    )
+    acl_bootstrap: str | None = _setting(
+        metavar="HOST:PORT,...",
+        help="--acl-store kafka: the cluster holding the ACL topic (default: the --upstream "
+        "cluster), reached with the proxy's own upstream identity and security settings",
+    )
+    acl_topic_replication_factor: int | None = _setting(
+        parse=int,
+        metavar="N",
+        help="--acl-store kafka: replication factor of the ACL topic when aclgate creates it "
+        "(default: the smaller of 3 and the number of brokers)",
+    )
+    acl_topic_skip_offset: list[int] = _setting(
+        multiple=True,
+        parse=int,
+        metavar="OFFSET",
+        help="--acl-store kafka: skip the record at this offset of the ACL topic (repeatable): "
+        "the way past an undecodable record, once you have checked what it was (docs/authz.md)",
+    )
     super_user: list[str] = _setting(
         multiple=True,
         metavar="PRINCIPAL",
@@ -326,6 +351,25 @@ class ProxyConfig:
         lower=True,
         help="enforce: deny what the ACLs deny. dry-run: decide, audit and count, but forward "
         "everything untouched (audit events say enforced=false) (default enforce)",
+    )
+    dry_run_principal: list[str] = _setting(
+        multiple=True,
+        metavar="PRINCIPAL",
+        help="in enforce mode, only observe this principal (repeatable): its denials are audited "
+        "with enforced=false and forwarded, everyone else is enforced (docs/operations.md)",
+    )
+    dry_run_resource: list[str] = _setting(
+        multiple=True,
+        metavar="TYPE:PATTERN:NAME",
+        help="in enforce mode, only observe requests on these resources (repeatable), e.g. "
+        "TOPIC:PREFIXED:payments. or GROUP:LITERAL:billing",
+    )
+    dry_run_file: Path | None = _setting(
+        parse=Path,
+        metavar="PATH",
+        help='more dry-run principals and resources in a JSON file ({"principals": [...], '
+        '"resources": [...]}), reloaded when it changes like the ACL file; a broken file '
+        "keeps the previous scope, a missing one adds nothing",
     )
     audit_file: Path | None = _setting(
         parse=Path,
@@ -582,7 +626,12 @@ class ProxyConfig:
         if not self.shutdown_grace >= 0:
             raise ConfigError("shutdown_grace must be 0 or more seconds")
         from aclgate.authz.authorizer import parse_super_users
+        from aclgate.protocol.enforce.dryrun import DryRunScope
 
+        try:
+            DryRunScope.parse(self.dry_run_principal, self.dry_run_resource)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         for principal in self.super_user:
             try:
                 parse_super_users(principal)

@@ -25,12 +25,13 @@ from aclgate.protocol.session import RequestHandler, SessionConfig
 from aclgate.protocol.versions import KIO_RANGES, api_name, request_class, response_class
 from aclgate.proxy.aclbackend import AclBackend, AclStoreError
 from aclgate.proxy.aclstore import AclFileError, AclFileWatcher
-from aclgate.proxy.aclstores import open_acl_backend
+from aclgate.proxy.aclstores import open_acl_backend, protected_topics
 from aclgate.proxy.audit import AuditLog
 from aclgate.proxy.config import ProxyConfig
 from aclgate.proxy.connection import ClientConnection
 from aclgate.proxy.decisions import DecisionRecorder
 from aclgate.proxy.directory import NodeDirectory
+from aclgate.proxy.dryrunfile import DryRunSettings
 from aclgate.proxy.fdlimit import connection_budget, open_fd_count, raise_open_files_limit
 from aclgate.proxy.http import HealthServer
 from aclgate.proxy.jwks import start_jwks
@@ -128,7 +129,9 @@ class ProxyServer:
             # one key per process: a sealed cursor opens on every listener, not after a restart
             cursors=CursorSeal(os.urandom(KEY_SIZE)),
             acl_admin=self.acl_backend is not None,
+            protected_topics=protected_topics(config),
         )
+        self.dry_run = DryRunSettings(config, self.policy)  # proxy/dryrunfile.py
         allowed = advertised_versions(config.api_version_cap)
         #: what the proxy answers itself (the ACL Admin API): advertised whatever the cluster serves
         local = local_versions(config.api_version_cap)
@@ -316,6 +319,7 @@ class ProxyServer:
         await self.refresh_brokers(raise_errors=False)
         self._tasks.append(loop.create_task(self._upstream_checker()))
         self._tasks.append(loop.create_task(self._timeout_sweeper()))
+        self._tasks.extend(self.dry_run.start())
 
     def _start_fd_budget(self) -> None:
         """Raise the open-files soft limit to the hard limit, then size the connection
@@ -647,6 +651,7 @@ class ProxyServer:
             "acl_count": self.authorizer.acl_count(),
             "policy_version": self.authorizer.version,
             "mode": self.config.mode,
+            "dry_run": self.dry_run.describe(),
         }
         if self.watcher is not None:
             details["acl_file_error"] = self.watcher.last_error

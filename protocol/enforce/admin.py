@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
@@ -23,6 +23,7 @@ from aclgate.protocol.enforce.base import (
 )
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext
+from aclgate.protocol.enforce.protected import cluster_grant_excludes
 from aclgate.protocol.enforce.topics import ZERO, resolve
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
@@ -74,6 +75,14 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 DENIED = ErrorCode.topic_authorization_failed
 
 
+def _protected(ctx: AuthContext, names: Iterable[str | None]) -> bool:
+    """A cluster-wide grant does not reach these topics (protocol/enforce/protected.py)."""
+    policy = ctx.policy
+    return cluster_grant_excludes(
+        policy.protected_topics, policy.authorizer.super_users, ctx.principal, names
+    )
+
+
 class CreateTopicsHandler(ApiHandler):
     """As the KRaft controller does it (ControllerApis.createTopics)."""
 
@@ -103,7 +112,8 @@ class CreateTopicsHandler(ApiHandler):
         duplicates = {n for n, c in seen.items() if c > 1}
         candidates = [n for n in seen if n not in duplicates and n != CLUSTER_METADATA_TOPIC]
         if ctx.check_cluster(header, CREATE, log_if_denied=False):
-            creatable = set(candidates)
+            # ... but not a protected topic (protocol/enforce/protected.py)
+            creatable = {n for n in candidates if not _protected(ctx, (n,))}
         else:
             creatable = {n for n in candidates if ctx.check(header, CREATE, TOPIC, n)}
         hidden_configs = {
@@ -207,21 +217,29 @@ class DeleteTopicsHandler(ApiHandler):
         frame: Frame,
         request: KioBody,  # v1-5 list `topic_names`, v6 `topics`: typed below by version
     ) -> None:
-        if ctx.check_cluster(header, DELETE, log_if_denied=False):
-            forward(session, header, frame)
-            return
-        mod = response_module(header.api_key, header.api_version)
         entries = request.topic_names if header.api_version < 6 else request.topics
         refs: list[TopicRef] = (
             [(name, None) for name in entries]
             if header.api_version < 6
             else [(t.name, t.topic_id) for t in entries]
         )
+        cluster = ctx.check_cluster(header, DELETE, log_if_denied=False)
+        if cluster and not _protected(ctx, (name for name, _ in refs)):
+            forward(session, header, frame)
+            return
+        mod = response_module(header.api_key, header.api_version)
         invalid, names, ids = self._validate(mod, refs)
         id_names = resolve(ctx.policy.topic_ids, ctx.looked_up, ids) if ids else {}
         checked = list(dict.fromkeys([*names, *(n for n in id_names.values() if n is not None)]))
-        described = {n: ctx.check(header, DESCRIBE, TOPIC, n) for n in checked}
-        deletable = {n: ctx.check(header, DELETE, TOPIC, n) for n in checked}
+        # DELETE CLUSTER still covers every topic but a protected one
+        described = {
+            n: (cluster and not _protected(ctx, (n,))) or ctx.check(header, DESCRIBE, TOPIC, n)
+            for n in checked
+        }
+        deletable = {
+            n: (cluster and not _protected(ctx, (n,))) or ctx.check(header, DELETE, TOPIC, n)
+            for n in checked
+        }
         errors_list = list(invalid)
         kept_names: set[str] = set()
         for name in names:

@@ -3,7 +3,9 @@ decided, audited and counted.
 
 Every handler asks `ctx.check(...)`. In enforce mode the answer is the authorizer's decision;
 in dry-run mode the decision is still computed, audited (with enforced=false when DENIED) and
-counted, but the answer is always "allowed", so the request goes through untouched.
+counted, but the answer is always "allowed", so the request goes through untouched. The same
+holds, in enforce mode, for the principals and resources of the policy's dry-run scope
+(protocol/enforce/dryrun.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from aclgate.authz.authorizer import Authorizer, AuthorizerNotReadyError
 from aclgate.authz.decision import Decision
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.enforce.cursor import CursorSeal
+from aclgate.protocol.enforce.dryrun import NO_DRY_RUN, DryRunScope
+from aclgate.protocol.enforce.protected import PROTECTED, guard, is_protected
 from aclgate.protocol.enforce.topics import TopicIdCache
 from aclgate.protocol.header import RequestHeader
 
@@ -81,12 +85,26 @@ class Policy:
     #: an ACL store serves the ACL Admin API (protocol/enforce/acls.py); False: answered as a
     #: broker without an authorizer answers (SECURITY_DISABLED)
     acl_admin: bool = False
+    #: topics aclgate keeps for itself (the ACL store's topic): hidden from and denied to
+    #: everyone but super users, whatever the ACLs say (protocol/enforce/protected.py)
+    protected_topics: frozenset[str] = frozenset()
     #: optional conformance switches; see docs/apis.md
     options: dict[str, Any] = field(default_factory=dict)
+    #: principals and resources only observed while the rest is enforced; the IO layer
+    #: replaces it as a whole when its settings are reloaded
+    dry_run: DryRunScope = NO_DRY_RUN
 
     @property
     def enforcing(self) -> bool:
         return self.mode == ENFORCE
+
+    def enforces_denial(self, principal: str, resource_type: ResourceType, name: str) -> bool:
+        """Whether a denial of this request is enforced, not only audited (a protected
+        topic's denial is enforced before this is asked: AuthContext.check)."""
+        if self.mode != ENFORCE:
+            return False
+        scope = self.dry_run
+        return not scope or not scope.covers(principal, resource_type, name)
 
 
 class AuthContext:
@@ -112,12 +130,17 @@ class AuthContext:
         #: topic ids already looked up upstream for the request being handled (set only on
         #: the copy a resumed request gets: `with_looked_up`)
         self.looked_up: frozenset = frozenset()
-        self._authorize: Callable[..., Decision] = policy.authorizer.authorize
+        self._authorize: Callable[..., Decision] = guard(
+            policy.authorizer.authorize, policy.protected_topics, policy.authorizer.super_users
+        )
         self._sink = policy.sink
 
     @property
     def enforcing(self) -> bool:
-        return self.policy.mode == ENFORCE
+        """Enforce mode and a principal outside the dry-run scope: handlers then rewrite
+        answers (authorized operations, partial failures) as Kafka would."""
+        policy = self.policy
+        return policy.mode == ENFORCE and self.principal not in policy.dry_run.principals
 
     def with_looked_up(self, ids: frozenset) -> AuthContext:
         """This context for a request resumed after its topic ids were looked up: ids still
@@ -148,7 +171,11 @@ class AuthContext:
             decision = self._authorize(self.principal, self.host, operation, resource_type, name)
         except AuthorizerNotReadyError as exc:
             raise NotReady(str(exc)) from exc
-        enforced = decision.allowed or self.policy.mode == ENFORCE
+        enforced = (
+            decision.allowed
+            or decision is PROTECTED  # enforced in every mode (protocol/enforce/protected.py)
+            or self.policy.enforces_denial(self.principal, resource_type, name)
+        )
         self._sink.decided(
             self,
             header,
@@ -169,6 +196,15 @@ class AuthContext:
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """Kafka's bitfield of the operations this principal may perform on the resource."""
+        policy = self.policy
+        if is_protected(
+            policy.protected_topics,
+            policy.authorizer.super_users,
+            self.principal,
+            resource_type,
+            name,
+        ):
+            return 0
         try:
             return self.policy.authorizer.authorized_operations(
                 self.principal, self.host, resource_type, name

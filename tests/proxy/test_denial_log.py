@@ -38,7 +38,11 @@ def recorder(clock: Clock, **limits) -> tuple[DecisionRecorder, HotCounters]:
 
 
 #: the recorder reads only principal and host from the context
-NO_POLICY = SimpleNamespace(authorizer=SimpleNamespace(authorize=None), sink=None)
+NO_POLICY = SimpleNamespace(
+    authorizer=SimpleNamespace(authorize=None, super_users=frozenset()),
+    sink=None,
+    protected_topics=frozenset(),
+)
 
 
 def deny(rec: DecisionRecorder, topic: str = "secret", principal: str = "User:eve") -> None:
