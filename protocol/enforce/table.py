@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, TypedDict, Unpack
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.apikeys import ApiKey
@@ -26,7 +27,8 @@ from aclgate.protocol.enforce.admin import (
     DeleteTopicsHandler,
     DescribeClusterHandler,
 )
-from aclgate.protocol.enforce.base import ApiHandler, Check, PerEntry, Unchecked, Whole
+from aclgate.protocol.enforce.base import ApiHandler, Check, KioBody, PerEntry, Unchecked, Whole
+from aclgate.protocol.enforce.build import Aliases
 from aclgate.protocol.enforce.configs import AlterConfigsHandler, DescribeConfigsHandler
 from aclgate.protocol.enforce.data import FetchHandler, ProduceHandler
 from aclgate.protocol.enforce.groups import (
@@ -63,11 +65,21 @@ from aclgate.protocol.versions import API_NAMES
 Op, Res = AclOperation, ResourceType
 
 
-def _group(r):
+class _GroupRequest(Protocol):
+    @property
+    def group_id(self) -> str: ...
+
+
+class _TxnRequest(Protocol):
+    @property
+    def transactional_id(self) -> str | None: ...
+
+
+def _group(r: _GroupRequest) -> str:
     return r.group_id
 
 
-def _txn(r):
+def _txn(r: _TxnRequest) -> str | None:
     return r.transactional_id
 
 
@@ -100,8 +112,27 @@ class Row:
     local: bool = False
 
 
+class PerEntryOptions(TypedDict, total=False):
+    """The optional fields of `PerEntry` a row may set."""
+
+    name: Callable[[KioBody], str | None]
+    pre: tuple[Check, ...]
+    aliases: Aliases | None
+    entry_overrides: dict[str, object]
+    shortcut: Check | None
+    log_if_denied: bool
+    granularity: str
+    doc_name: str
+    entry_key: str | None
+    pre_overrides: dict[str, object]
+    forward_empty: bool
+
+
 def per_topic(
-    op: AclOperation, array: str = "topics", response_array: str = "topics", **kw
+    op: AclOperation,
+    array: str = "topics",
+    response_array: str = "topics",
+    **kw: Unpack[PerEntryOptions],
 ) -> PerEntry:
     return PerEntry(
         array=array, response_array=response_array, operation=op, resource_type=Res.TOPIC, **kw
