@@ -10,16 +10,16 @@ holds, in enforce mode, for the principals and resources of the policy's dry-run
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from aclgate.authz.authorizer import Authorizer, AuthorizerNotReadyError
 from aclgate.authz.decision import Decision
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.enforce.cursor import CursorSeal
 from aclgate.protocol.enforce.dryrun import NO_DRY_RUN, DryRunScope
-from aclgate.protocol.enforce.protected import PROTECTED, guard, is_protected
+from aclgate.protocol.enforce.protected import PROTECTED, Authorize, guard, is_protected
 from aclgate.protocol.enforce.topics import TopicIdCache
 from aclgate.protocol.header import RequestHeader
 
@@ -47,7 +47,7 @@ class DecisionSink(Protocol):
 
 
 class _NoSink:
-    def decided(self, *args: Any) -> None:
+    def decided(self, *args: object) -> None:
         pass
 
 
@@ -89,7 +89,7 @@ class Policy:
     #: everyone but super users, whatever the ACLs say (protocol/enforce/protected.py)
     protected_topics: frozenset[str] = frozenset()
     #: optional conformance switches; see docs/apis.md
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     #: principals and resources only observed while the rest is enforced; the IO layer
     #: replaces it as a whole when its settings are reloaded
     dry_run: DryRunScope = NO_DRY_RUN
@@ -129,8 +129,8 @@ class AuthContext:
         self.client_id: str | None = None
         #: topic ids already looked up upstream for the request being handled (set only on
         #: the copy a resumed request gets: `with_looked_up`)
-        self.looked_up: frozenset = frozenset()
-        self._authorize: Callable[..., Decision] = guard(
+        self.looked_up: frozenset[uuid.UUID] = frozenset()
+        self._authorize: Authorize = guard(
             policy.authorizer.authorize, policy.protected_topics, policy.authorizer.super_users
         )
         self._sink = policy.sink
@@ -142,7 +142,7 @@ class AuthContext:
         policy = self.policy
         return policy.mode == ENFORCE and self.principal not in policy.dry_run.principals
 
-    def with_looked_up(self, ids: frozenset) -> AuthContext:
+    def with_looked_up(self, ids: frozenset[uuid.UUID]) -> AuthContext:
         """This context for a request resumed after its topic ids were looked up: ids still
         unknown are then answered as unknown rather than looked up again. A copy, so the
         connection's own context never carries one request's state into the next."""
