@@ -264,7 +264,9 @@ def test_streamed_endpoints_are_rewritten_in_place_at_the_same_length(host, kept
     assert [(e.node_id, e.host, e.port) for e in out.node_endpoints] == [
         (n, "proxy.example", 19000 + n) for n in (1, 2)[:kept]
     ]
-    assert not host or host.encode() not in relayed
+    # the real host is nowhere in the tagged fields (the body before them is the broker's
+    # own, and a random topic id there may hold the bytes of a one-letter host)
+    assert not host or host.encode() not in relayed[start:]
 
 
 def test_a_whole_answer_is_rewritten_to_its_new_length():
