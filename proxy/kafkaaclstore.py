@@ -45,7 +45,7 @@ DEFAULT_TOPIC = "__aclgate_acls"
 #: interval, 10 s by default): the longest a crashed writer can hold back every reader
 TRANSACTION_TIMEOUT_MS = 10_000
 #: a store that has not confirmed it is at the end of the log for this long reports staleness
-STALE_AFTER = 3.0
+STALE_AFTER = 5.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,7 @@ class LogReader:
         self.halted: tuple[int, str] | None = None
         self.undecodable = 0
         self.last_error: str | None = None
+        self._group_denied_logged = False
         #: one object per distinct name, principal and host (a big policy repeats them)
         self._strings: dict[str, str] = {}
 
@@ -182,6 +183,15 @@ class LogReader:
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     end = msg.offset()
+                elif err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    # librdkafka looks up its group's coordinator even for a consumer that
+                    # only assigns itself a partition; the reader never uses the group, so
+                    # its identity needs no group permission (docs/authz.md)
+                    if not self._group_denied_logged:
+                        self._group_denied_logged = True
+                        log.info(
+                            "ACL topic %s: no group permission (not needed): %s", msg.topic(), err
+                        )
                 else:
                     self.last_error = str(err)
                     log.warning("ACL topic %s: %s", self.settings.topic, err)
@@ -371,7 +381,7 @@ class KafkaAclBackend:
 
     def _check_in_step(self, reader: LogReader) -> None:
         try:
-            high = reader.end_offset(timeout=1.0)
+            high = reader.end_offset(timeout=3.0)
         except Exception as exc:
             reader.last_error = str(exc)
             return

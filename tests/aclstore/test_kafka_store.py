@@ -74,6 +74,13 @@ async def eventually(predicate, timeout: float = 15.0) -> None:
         await asyncio.sleep(0.02)
 
 
+def in_step(*backends: KafkaAclBackend) -> bool:
+    """Every instance has applied the same offset and holds the same policy (staleness, which
+    the load on the machine can make differ, is not compared)."""
+    seen = {(b.status().applied_offset, b.status().fingerprint) for b in backends}
+    return len(seen) == 1
+
+
 def raw_records(settings: KafkaStoreSettings) -> list[tuple[int, bytes | None, bytes | None]]:
     """Every record of the topic as a plain consumer sees it (offset, key, value)."""
     consumer = Consumer(
@@ -124,7 +131,7 @@ async def test_a_change_through_one_instance_is_enforced_by_the_other(fleet):
     await b.change([], [acl("orders")])
     assert not reads(b.authorizer, "orders")
     await eventually(lambda: not reads(a.authorizer, "orders"))
-    await eventually(lambda: a.status() == b.status())
+    await eventually(lambda: in_step(a, b))
     status = a.status()
     assert (status.backend, status.loaded, status.error) == ("kafka", True, None)
     assert status.fingerprint == acl_fingerprint([])
@@ -161,12 +168,12 @@ async def test_the_same_binding_created_twice_is_removed_by_one_delete(fleet, se
     dup = acl("dup")
     # both write it before either has seen the other's record
     await asyncio.gather(a.change([dup], []), b.change([dup], []))
-    await eventually(lambda: a.status() == b.status())
+    await eventually(lambda: in_step(a, b))
     holders = a.state.holders([dup])[dup]
     assert 1 <= len(holders) <= 2
     await a.change([], [dup])
     assert not reads(a.authorizer, "dup")
-    await eventually(lambda: a.status() == b.status())
+    await eventually(lambda: in_step(a, b))
     assert not reads(b.authorizer, "dup")
     assert read_acl_topic(settings) == []
 
