@@ -41,6 +41,7 @@ from aclgate.protocol.enforce.fetchsessions import (
     sessions_of,
 )
 from aclgate.protocol.enforce.peek import peek_produce
+from aclgate.protocol.enforce.protected import cluster_grant_excludes
 from aclgate.protocol.enforce.topics import resolve
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
@@ -312,7 +313,8 @@ class FetchHandler(ApiHandler):
 
     def describe(self) -> str:
         return (
-            "follower fetch (replica id >= 0): `CLUSTER_ACTION CLUSTER` (every partition 29 if denied); "
+            "follower fetch (replica id >= 0): `CLUSTER_ACTION CLUSTER`, never covering a protected "
+            "topic or a topic id (every partition 29 if denied); "
             "consumer: `READ TOPIC[name]` per topic a request names, an unresolvable topic id gives "
             "100; an incremental fetch session's partitions are re-authorized when the ACLs change "
             "and the session ended (70) if one is denied"
@@ -329,7 +331,15 @@ class FetchHandler(ApiHandler):
         topics = request.topics
         v = header.api_version
         if replica_id(request) >= 0:
-            if ctx.check_cluster(header, CLUSTER_ACTION):
+            policy = ctx.policy
+            # CLUSTER_ACTION covers every topic, but not one aclgate keeps for itself (the ACL
+            # store's): a follower fetch naming it, or naming topics by id, is refused
+            if ctx.check_cluster(header, CLUSTER_ACTION) and not cluster_grant_excludes(
+                policy.protected_topics,
+                policy.authorizer.super_users,
+                ctx.principal,
+                (getattr(t, "topic", None) for t in topics),
+            ):
                 forward(session, header, self._patched(frame, header, request, 0, FINAL_EPOCH))
             else:
                 self._answer_alone(

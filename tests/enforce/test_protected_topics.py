@@ -90,3 +90,45 @@ def test_a_dry_run_observes_the_policy_but_never_opens_a_protected_topic():
     assert alice.check(header, AclOperation.WRITE, ResourceType.TOPIC, "orders")
     assert not alice.check(header, AclOperation.WRITE, ResourceType.TOPIC, STORE)
     assert decided == [("orders", False), (STORE, True)]
+
+
+def _follower_fetch(principal: str, topic: str) -> tuple[bytes, bytes]:
+    """A Fetch v12 with a replica id (what a follower broker sends) through a sans-IO session
+    with the real table: (what reached upstream, what the client got)."""
+    from datetime import timedelta
+
+    from kio.static.primitive import i32Timedelta
+
+    from aclgate.protocol.codec import encode_request
+    from aclgate.protocol.session import ProxySession
+    from aclgate.protocol.versions import request_module
+    from tests.protocol.test_enforce_fuzz import CONFIG
+    from tests.protocol.test_session import FakeIO
+
+    a = authorizer()
+    a.update(add=[allow_all("CLUSTER", "kafka-cluster")])  # CLUSTER_ACTION for everyone
+    policy = Policy(authorizer=a, protected_topics=frozenset({STORE}))
+    mod = request_module(1, 12)
+    partition = mod.FetchPartition(
+        partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+        log_start_offset=-1, partition_max_bytes=1024,
+    )  # fmt: skip
+    request = mod.FetchRequest(
+        replica_id=1, max_wait=i32Timedelta.parse(timedelta(0)), min_bytes=1, max_bytes=1024, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=(mod.FetchTopic(topic=topic, partitions=(partition,)),),
+        forgotten_topics_data=(), rack_id="",
+    )  # fmt: skip
+    io = FakeIO()
+    session = ProxySession(CONFIG, io, context=AuthContext(policy, principal, "10.0.0.1", "SSL"))
+    session.client_data(encode_request(3, request))
+    return bytes(io.upstream), bytes(io.client)
+
+
+def test_a_follower_fetch_does_not_reach_a_protected_topic():
+    """CLUSTER_ACTION lets a follower fetch any topic, but not the ACL store's."""
+    upstream, client = _follower_fetch("User:alice", STORE)
+    assert upstream == b"" and client  # answered by the proxy (29), nothing forwarded
+    upstream, _ = _follower_fetch("User:alice", "orders")
+    assert upstream  # any other topic: CLUSTER_ACTION covers it
+    upstream, _ = _follower_fetch("User:admin", STORE)
+    assert upstream  # a super user passes
