@@ -35,6 +35,7 @@ from aclgate.authz.model import (
     InvalidAclError,
     PatternType,
     ResourceType,
+    match_filters,
     parse_principal,
 )
 from aclgate.authz.snapshot import Snapshot
@@ -281,22 +282,11 @@ class Authorizer:
         """DeleteAcls with KRaft semantics (docs/authz.md, "Managing ACLs"): every filter
         reports every ACL it matches, even one another filter also matched; all removals are
         one atomic batch."""
-        results: list[list[AclBinding] | InvalidAclError] = []
         with self._write_lock:
             snap = self._snap
-            current = snap.bindings() if snap is not None else []
-            doomed: dict[AclBinding, None] = {}
-            for f in filters:
-                try:
-                    f.validate()
-                except InvalidAclError as exc:
-                    results.append(exc)
-                    continue
-                matched = [b for b in current if f.matches(b)]
-                doomed.update(dict.fromkeys(matched))
-                results.append(matched)
+            results, doomed = match_filters(snap.bindings() if snap is not None else [], filters)
             if doomed:
-                self._apply(list(doomed), [])
+                self._apply(doomed, [])
         return results
 
     def acls(self, filter: AclBindingFilter | None = None) -> list[AclBinding]:

@@ -405,6 +405,27 @@ def java_key(text: str) -> str:
     return "".join(chr(int.from_bytes(units[i : i + 2], "big")) for i in range(0, len(units), 2))
 
 
+def match_filters(
+    current: Iterable[AclBinding], filters: Iterable[AclBindingFilter]
+) -> tuple[list[list[AclBinding] | InvalidAclError], list[AclBinding]]:
+    """DeleteAcls' matching with KRaft semantics (docs/authz.md, "Managing ACLs"): per filter,
+    every ACL it matches (even one another filter matched too) or why the filter is invalid;
+    and the union of the matches, each once, to remove in one batch."""
+    bindings = list(current)
+    results: list[list[AclBinding] | InvalidAclError] = []
+    doomed: dict[AclBinding, None] = {}
+    for f in filters:
+        try:
+            f.validate()
+        except InvalidAclError as exc:
+            results.append(exc)
+            continue
+        matched = [b for b in bindings if f.matches(b)]
+        doomed.update(dict.fromkeys(matched))
+        results.append(matched)
+    return results, list(doomed)
+
+
 def listing_order(bindings: Iterable[AclBinding]) -> list[AclBinding]:
     """StandardAcl.compareTo order, in which KRaft lists ACLs (docs/authz.md, "Which ACL a
     decision names"): type, name descending, pattern, operation, principal, host, permission.

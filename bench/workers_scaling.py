@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import selectors
 import shlex
 import socket
@@ -32,10 +31,10 @@ from typing import Any
 
 from bench.latency import RESULTS, _cpu_pressure, _loadavg, environment
 from bench.recording import measured_code, write_results
+from bench.throughput import tree_cpu_seconds
 
 TOPIC = "scaling"
 PATHS = {"w1": "1", "w2": "2"}
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _request_bytes(kind: str) -> bytes:
@@ -103,22 +102,6 @@ def client(
     for sock in buffers:
         sock.close()
     out.put(counted)
-
-
-def tree_cpu_seconds(root: int) -> float:
-    """User + system CPU seconds of `root` and its live children (the workers)."""
-    total = 0.0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if int(entry) == root or int(fields[1]) == root:
-            total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
-    return total
 
 
 def run_load(port: int, pid: int, args: argparse.Namespace) -> dict[str, float]:

@@ -13,38 +13,15 @@ no holding back (nobody sees the state before its end): `replay` applies at once
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from json.encoder import encode_basestring_ascii as _quoted
 
 from aclgate.authz.model import (
     AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
 )
+from aclgate.proxy.aclbackend import canonical_line, fingerprint_of_lines
 from aclgate.proxy.kafkaaclrecords import AclRecord
-
-#: code -> name, one table per enum (an enum's `.name` is a slow property; IntEnum members
-#: of different enums with one code are equal, so they cannot share a table)
-_OP, _PT, _PERM, _RT = (
-    {int(m): m.name for m in e}
-    for e in (AclOperation, PatternType, AclPermissionType, ResourceType)
-)
-
-
-def canonical_line(b: AclBinding) -> str:
-    """One binding as proxy/aclbackend.py's `acl_fingerprint` writes it (compact JSON, sorted
-    keys, ASCII), built directly: a replay computes 500,000 of them."""
-    return (
-        f'{{"host":{_quoted(b.host)},"operation":"{_OP[b.operation]}",'
-        f'"pattern_type":"{_PT[b.pattern_type]}","permission_type":"{_PERM[b.permission_type]}",'
-        f'"principal":{_quoted(b.principal)},"resource_name":{_quoted(b.resource_name)},'
-        f'"resource_type":"{_RT[b.resource_type]}"}}'
-    )
 
 
 class AclLogState:
@@ -177,6 +154,5 @@ class AclLogState:
         if self._fingerprint is None:
             if self._lines is None:
                 self._lines = {b: canonical_line(b) for b in self._holder}
-            text = "\n".join(sorted(self._lines.values()))
-            self._fingerprint = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            self._fingerprint = fingerprint_of_lines(self._lines.values())
         return self._fingerprint

@@ -41,6 +41,7 @@ from aclgate.authz.model import (
     PatternType,
     ResourceType,
     listing_order,
+    match_filters,
 )
 from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
 from aclgate.protocol.enforce.base import ApiHandler, KioBody, answer
@@ -409,18 +410,7 @@ class DeleteAclsHandler(ApiHandler):
                 body([(ErrorCode.security_disabled, NO_AUTHORIZER, ())] * len(filters)),
             )
             return
-        current = ctx.policy.authorizer.acls()
-        matches: list[InvalidAclError | list[AclBinding]] = []
-        doomed: dict[AclBinding, None] = {}
-        for f in filters:
-            try:
-                f.validate()
-            except InvalidAclError as exc:
-                matches.append(exc)
-                continue
-            matched = [b for b in current if f.matches(b)]
-            doomed.update(dict.fromkeys(matched))
-            matches.append(matched)
+        matches, doomed = match_filters(ctx.policy.authorizer.acls(), filters)
 
         def results(failure: AclStoreFailure | None) -> KioBody:
             out: list[tuple[ErrorCode, str | None, Sequence[AclBinding]]] = []

@@ -209,7 +209,7 @@ def test_the_canonical_line_is_acl_fingerprints_json_for_every_enum_value():
         AclPermissionType,
         PatternType,
     )
-    from aclgate.proxy.kafkaaclstate import canonical_line
+    from aclgate.proxy.aclbackend import canonical_line
 
     for rt, op, pt, perm in itertools.product(
         CONCRETE_RESOURCE_TYPES,
