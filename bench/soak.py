@@ -155,6 +155,10 @@ class Tally:
 
     produced: int = 0
     acked: set[int] = field(default_factory=set)
+    #: partition -> the offset after its last acknowledged message: the read-back reads at
+    #: least that far (a high watermark asked right after the last acknowledgement can still
+    #: be short of it on tansu)
+    acked_end: dict[int, int] = field(default_factory=dict)
     delivery_errors: Counter[str] = field(default_factory=Counter)
     consumed: int = 0
     consume_errors: Counter[str] = field(default_factory=Counter)
@@ -215,6 +219,9 @@ def produce_loop(cfg: dict[str, Any], rate: float, tally: Tally, stop: threading
         seq = int(msg.value())
         if err is None:
             tally.acked.add(seq)
+            end = msg.offset() + 1
+            if end > tally.acked_end.get(msg.partition(), 0):
+                tally.acked_end[msg.partition()] = end
         else:
             tally.delivery_errors[err.name()] += 1
 
@@ -457,8 +464,11 @@ def cert_loop(
             )
 
 
-def read_back(cfg: dict[str, Any], partitions: int, timeout: float = 180.0) -> Counter[int]:
-    """Every message in the topic, from the start to the high watermarks, through the proxy."""
+def read_back(
+    cfg: dict[str, Any], partitions: int, acked_end: dict[int, int], timeout: float = 180.0
+) -> Counter[int]:
+    """Every message in the topic, from the start to the high watermarks (and at least past
+    the last acknowledged offset of each partition), through the proxy."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
@@ -471,7 +481,10 @@ def read_back(cfg: dict[str, Any], partitions: int, timeout: float = 180.0) -> C
     )
     try:
         highs = {
-            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
+            p: max(
+                consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1],
+                acked_end.get(p, 0),
+            )
             for p in range(partitions)
         }
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -866,7 +879,7 @@ def main(argv: list[str] | None = None) -> int:
                     tally.problem(f"{thread.name} did not stop within 200 s")
             last_metrics = proxy.metrics()
             print("reading everything back through aclgate ...", flush=True)
-            seen = read_back(cfg, args.partitions)
+            seen = read_back(cfg, args.partitions, dict(tally.acked_end))
             messages = tally_messages(set(tally.acked), seen)
             proxy_lines = list(proxy.process.lines)
         finally:
