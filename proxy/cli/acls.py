@@ -10,13 +10,18 @@ examples:
   aclgate acls --acl-file acls.json --remove --force --topic orders
   aclgate acls --bootstrap-server proxy:9092 --command-config admin.properties --list
   aclgate acls import --from-cluster kafka1:9092 --command-config admin.properties --acl-file acls.json
+  aclgate acls import --from-cluster kafka1:9092 --acl-store kafka --acl-bootstrap kafka1:9092
+  aclgate acls import --from-file acls.json --acl-store kafka --acl-bootstrap kafka1:9092
+  aclgate acls --acl-store kafka --acl-bootstrap kafka1:9092 --list
   aclgate acls export --bootstrap-server proxy:9092 --command-config admin.properties --output acls.json
 
 The file is created by the first --add. Writes are atomic and locked, so concurrent runs lose
 nothing; a running proxy picks the change up within its reload interval. Through
 --bootstrap-server the change is made by the proxy itself (whatever its ACL store) and is in
-force there when the command returns. `import` adds a live cluster's ACLs to the ACL file;
-`export` writes the ACLs of a file or an endpoint as an ACL file (stdout without --output).
+force there when the command returns. With --acl-store kafka the command reads and writes the
+fleet's ACL topic itself, as a proxy of the fleet does (no proxy needs to run). `import` adds
+a live cluster's (or an ACL file's) ACLs to a file, a proxy or the `kafka` store; `export` writes the ACLs of any
+of the three as an ACL file (stdout without --output).
 """
 
 from __future__ import annotations
@@ -45,7 +50,14 @@ from aclgate.authz.model import (
     parse_operation_cli,
     parse_principal,
 )
-from aclgate.proxy.cli.aclstorecli import AclStoreClient, AclStoreCliError, AdminAcls, FileAcls
+from aclgate.proxy.cli import aclsource
+from aclgate.proxy.cli.aclstorecli import (
+    AclStoreClient,
+    AclStoreCliError,
+    AdminAcls,
+    FileAcls,
+    KafkaStoreAcls,
+)
 
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
@@ -83,14 +95,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "subcommand",
         nargs="?",
         choices=("import", "export"),
-        help="import: add the ACLs of --from-cluster to --acl-file; export: write the ACLs of "
-        "--acl-file or --bootstrap-server as an ACL file",
+        help="import: add the ACLs of --from-cluster to --acl-file, --bootstrap-server or "
+        "--acl-store kafka; export: write the ACLs of one of those as an ACL file",
     )
     add("--acl-file", metavar="PATH", help="the ACL file to change or list (created by --add)")
+    aclsource.configure(parser, file_option=False)
     add("--bootstrap-server", metavar="HOST:PORT,...", help="an aclgate proxy or a Kafka cluster: change or list its ACLs through the Admin API")  # fmt: skip
     add("--bootstrap-controller", metavar="...", help="kafka-acls' controller connection: not supported (use --bootstrap-server)")  # fmt: skip
     add("--command-config", metavar="FILE", help="Java client properties for --bootstrap-server or --from-cluster: security.protocol, sasl.mechanism (PLAIN, SCRAM-SHA-256/512), sasl.jaas.config, ssl.truststore.location (PEM)")  # fmt: skip
     add("--from-cluster", metavar="HOST:PORT,...", help="import: the cluster whose ACLs are copied")
+    add("--from-file", metavar="PATH", help="import: the ACL file whose ACLs are copied (file store to kafka store)")  # fmt: skip
     add("--output", metavar="PATH", help="export: the ACL file to write (default: stdout)")
     add("--add", action="store_true", help="Indicates you are trying to add ACLs.")
     add("--remove", action="store_true", help="Indicates you are trying to remove ACLs.")
@@ -137,10 +151,9 @@ def check_args(args: argparse.Namespace) -> None:
     name the ACLs, besides --bootstrap-server and --bootstrap-controller)."""
     if args.bootstrap_controller:
         raise UsageError("--bootstrap-controller is not supported: use --bootstrap-server")
-    if args.from_cluster or args.output:
-        raise UsageError("--from-cluster and --output go with `import` and `export`")
-    if bool(args.acl_file) == bool(args.bootstrap_server):
-        raise UsageError("Exactly one of --acl-file or --bootstrap-server must be specified")
+    if args.from_cluster or args.from_file or args.output:
+        raise UsageError("--from-cluster, --from-file and --output go with `import` and `export`")
+    _one_target(args)
     if args.command_config and not args.bootstrap_server:
         raise UsageError("--command-config goes with --bootstrap-server")
     if sum(map(bool, (args.add, args.remove, args.list))) != 1:
@@ -170,6 +183,18 @@ def check_args(args: argparse.Namespace) -> None:
             "With --consumer you must specify a --topic and a --group and no --cluster or "
             "--transactional-id option should be specified."
         )
+
+
+def _one_target(args: argparse.Namespace) -> None:
+    """The ACLs are in exactly one place: a file, an Admin API endpoint or the kafka store."""
+    kafka = args.acl_store == "kafka"
+    if sum(map(bool, (args.acl_file, args.bootstrap_server, kafka))) != 1:
+        raise UsageError(
+            "Exactly one of --acl-file or --bootstrap-server must be specified"
+            + (" (or --acl-store kafka)" if kafka else "")
+        )
+    if not kafka and (args.acl_bootstrap or args.acl_command_config):
+        raise UsageError("--acl-bootstrap and --acl-command-config go with --acl-store kafka")
 
 
 # ------------------------------------------------------------------------------ expansion
@@ -363,38 +388,61 @@ ACTIONS = {"add": add_acls, "remove": remove_acls, "list": list_acls}
 def _open(args: argparse.Namespace) -> AclStoreClient:
     if args.bootstrap_server:
         return AdminAcls(args.bootstrap_server, args.command_config)
+    if args.acl_store == "kafka":
+        try:
+            return KafkaStoreAcls(aclsource.kafka_settings(args))
+        except aclsource.AclSourceError as exc:
+            raise CommandError(str(exc)) from None
     return FileAcls(args.acl_file)
 
 
-def _close(store: AclStoreClient) -> None:
-    if isinstance(store, AdminAcls):
-        store.close()
+def _target_name(args: argparse.Namespace) -> str:
+    if args.bootstrap_server:
+        return args.bootstrap_server
+    if args.acl_store == "kafka":
+        return f"the ACL topic {args.acl_topic} on {args.acl_bootstrap}"
+    return str(args.acl_file)
 
 
 def import_acls(args: argparse.Namespace) -> None:
-    """Copy every ACL of a live cluster into the ACL file (added to what it holds)."""
-    if not args.from_cluster or not args.acl_file or args.bootstrap_server:
-        raise UsageError("import needs --from-cluster HOST:PORT and --acl-file PATH")
-    source = AdminAcls(args.from_cluster, args.command_config)
+    """Copy every ACL of a live cluster or an ACL file into the target (added to what it
+    holds, as one change): the way from broker-side ACLs, or from the file store, to a proxy
+    fleet. With --bootstrap-server the --command-config is used for both ends (one admin
+    identity)."""
+    if bool(args.from_cluster) == bool(args.from_file):
+        raise UsageError("import needs one of --from-cluster HOST:PORT or --from-file PATH")
+    _one_target(args)
+    source: AclStoreClient = (
+        AdminAcls(args.from_cluster, args.command_config)
+        if args.from_cluster
+        else FileAcls(args.from_file)
+    )
     try:
         found = source.describe(())
     finally:
         source.close()
     for binding in found:
         binding.validate()  # what the proxy would refuse to load is not written
-    FileAcls(args.acl_file).create(found)
-    print(f"Imported {len(found)} ACLs from {args.from_cluster} into {args.acl_file}")
+    target = _open(args)
+    try:
+        target.create(found)
+    finally:
+        target.close()
+    origin = args.from_cluster or args.from_file
+    print(f"Imported {len(found)} ACLs from {origin} into {_target_name(args)}")
 
 
 def export_acls(args: argparse.Namespace) -> None:
-    """Write the ACLs of the file or the endpoint as an ACL file, in Kafka's listing order."""
-    if args.from_cluster or bool(args.acl_file) == bool(args.bootstrap_server):
-        raise UsageError("export needs exactly one of --acl-file or --bootstrap-server")
+    """Write the ACLs of the file, the endpoint or the store as an ACL file, in Kafka's
+    listing order."""
+    if args.from_cluster or args.from_file:
+        raise UsageError("export takes no --from-cluster or --from-file")
+    _one_target(args)
     store = _open(args)
     try:
         text_out = dump_acl_file(listing_order(store.describe(())))
     finally:
-        _close(store)
+        store.close()
     if args.output:
         from aclgate.proxy.fsutil import write_atomically
 
@@ -419,7 +467,7 @@ def _run(args: argparse.Namespace) -> None:
     try:
         ACTIONS[action](args, store)
     finally:
-        _close(store)
+        store.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,29 +10,35 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from aclgate.authz.aclfile import AclFileError
 from aclgate.authz.model import AclBinding
 from aclgate.proxy.aclstore import AclFileStore
+
+if TYPE_CHECKING:
+    from aclgate.proxy.kafkaaclstore import KafkaStoreSettings
 
 
 class AclSourceError(ValueError):
     """The ACL store named on the command line cannot be read; the message says why."""
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    """The options that name the store and where it is."""
+def configure(parser: argparse.ArgumentParser, file_option: bool = True) -> None:
+    """The options that name the store and where it is (`aclgate acls` has its own
+    --acl-file, so `file_option=False` leaves it out)."""
     parser.add_argument(
         "--acl-store",
         choices=sorted(LOADERS),
         default="file",
         help="where the policy lives (default: file)",
     )
-    parser.add_argument("--acl-file", metavar="ACLS.json", help="the policy (--acl-store file)")
+    if file_option:
+        parser.add_argument("--acl-file", metavar="ACLS.json", help="the policy (--acl-store file)")
     parser.add_argument(
         "--acl-bootstrap",
         metavar="HOST:PORT,...",
-        help="--acl-store kafka: the cluster holding the ACL topic (plaintext)",
+        help="--acl-store kafka: the cluster holding the ACL topic",
     )
     parser.add_argument(
         "--acl-topic",
@@ -41,11 +47,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="--acl-store kafka: the ACL topic (default: __aclgate_acls)",
     )
     parser.add_argument(
+        "--acl-command-config",
+        metavar="FILE",
+        help="--acl-store kafka: Java client properties for --acl-bootstrap (security.protocol, "
+        "sasl.mechanism PLAIN/SCRAM-SHA-256/512, sasl.jaas.config, ssl.truststore.location PEM); "
+        "default plaintext",
+    )
+    parser.add_argument(
         "--acl-timeout",
         type=float,
         default=60.0,
         metavar="SECONDS",
         help="--acl-store kafka: how long reading the topic to its end may take (default 60)",
+    )
+
+
+def kafka_settings(args: argparse.Namespace) -> KafkaStoreSettings:
+    """Where the `kafka` store's topic is and how to log in to its cluster, from the options."""
+    if not args.acl_bootstrap:
+        raise AclSourceError("--acl-store kafka needs --acl-bootstrap")
+    from aclgate.proxy.cli.aclstorecli import AclStoreCliError, ClientSecurity, read_properties
+    from aclgate.proxy.kafkaaclstore import KafkaStoreSettings
+
+    try:
+        properties = read_properties(args.acl_command_config) if args.acl_command_config else {}
+        client = ClientSecurity.from_properties(properties).librdkafka()
+    except (AclStoreCliError, OSError) as exc:
+        raise AclSourceError(f"--acl-command-config: {exc}") from None
+    return KafkaStoreSettings(
+        bootstrap=args.acl_bootstrap,
+        topic=args.acl_topic,
+        client=client,
+        start_timeout=args.acl_timeout,
+        connect_timeout=min(30.0, args.acl_timeout),
     )
 
 
@@ -60,12 +94,10 @@ def _from_file(args: argparse.Namespace) -> list[AclBinding]:
 
 def _from_kafka(args: argparse.Namespace) -> list[AclBinding]:
     """The ACL topic replayed to its end, as a starting proxy would (proxy/kafkaaclstore.py)."""
-    if not args.acl_bootstrap:
-        raise AclSourceError("--acl-store kafka needs --acl-bootstrap")
     from aclgate.proxy.aclbackend import AclStoreError
-    from aclgate.proxy.kafkaaclstore import KafkaStoreSettings, read_acl_topic
+    from aclgate.proxy.kafkaaclstore import read_acl_topic
 
-    settings = KafkaStoreSettings(bootstrap=args.acl_bootstrap, topic=args.acl_topic)
+    settings = kafka_settings(args)
     try:
         return read_acl_topic(settings, timeout=args.acl_timeout)
     except AclStoreError as exc:

@@ -9,10 +9,12 @@ properties file as kafka-acls' `--command-config` is (`client_config`).
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from aclgate.authz.model import (
     AclBinding,
@@ -23,6 +25,11 @@ from aclgate.authz.model import (
     ResourceType,
 )
 from aclgate.proxy.aclstore import AclFileStore
+
+if TYPE_CHECKING:
+    from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings
+
+T = TypeVar("T")
 
 
 class AclStoreCliError(Exception):
@@ -36,6 +43,8 @@ class AclStoreClient(Protocol):
     def create(self, bindings: Sequence[AclBinding]) -> None: ...
 
     def delete(self, filters: Sequence[AclBindingFilter]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class FileAcls:
@@ -55,6 +64,61 @@ class FileAcls:
 
     def delete(self, filters: Sequence[AclBindingFilter]) -> None:
         self.store.modify(lambda cur: [b for b in cur if not any(f.matches(b) for f in filters)])
+
+    def close(self) -> None:
+        """Nothing is held open between calls."""
+
+
+class KafkaStoreAcls:
+    """The `kafka` ACL store's topic itself, read and written exactly as an instance of the
+    fleet does (proxy/kafkaaclstore.py): replayed to its end before the first call, every
+    change one transaction, a call returns once its change is committed and read back. No
+    proxy needs to run: this is how an operator seeds or migrates a fleet's store."""
+
+    def __init__(self, settings: KafkaStoreSettings) -> None:
+        self.settings = settings
+        self._runner = asyncio.Runner()
+        self._backend: KafkaAclBackend | None = None
+
+    def _loaded(self) -> KafkaAclBackend:
+        if self._backend is None:
+            from aclgate.authz.authorizer import Authorizer
+            from aclgate.proxy.kafkaaclstore import KafkaAclBackend
+
+            backend = KafkaAclBackend(self.settings, Authorizer())
+            self._call(backend.start())
+            self._backend = backend
+        return self._backend
+
+    def _call(self, step: Coroutine[Any, Any, T]) -> T:
+        from aclgate.proxy.aclbackend import AclStoreError
+
+        try:
+            return self._runner.run(step)
+        except AclStoreError as exc:
+            raise AclStoreCliError(str(exc)) from None
+
+    def describe(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
+        bindings = self._loaded().authorizer.acls()
+        if filters:
+            bindings = [b for b in bindings if any(f.matches(b) for f in filters)]
+        return list(bindings)
+
+    def create(self, bindings: Sequence[AclBinding]) -> None:
+        if bindings:
+            self._call(self._loaded().change(bindings, []))
+
+    def delete(self, filters: Sequence[AclBindingFilter]) -> None:
+        matched = self.describe(filters) if filters else []
+        if matched:
+            self._call(self._loaded().change([], matched))
+
+    def close(self) -> None:
+        try:
+            if self._backend is not None:
+                self._call(self._backend.stop())
+        finally:
+            self._runner.close()
 
 
 # ------------------------------------------------------------------- --command-config
@@ -82,48 +146,99 @@ def read_properties(path: str | Path) -> dict[str, str]:
 
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_SUPPORTED = (
+    "security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.type/location, "
+    "ssl.endpoint.identification.algorithm, client.id, request.timeout.ms"
+)
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """What a Java client configuration says about reaching a cluster, read once and rendered
+    for whichever client library talks to it (kafka-python for the Admin API, librdkafka for
+    the `kafka` ACL store)."""
+
+    protocol: str = "PLAINTEXT"
+    mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+    cafile: str | None = None
+    check_hostname: bool = True
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, str] | None) -> ClientSecurity:
+        """A property this cannot carry over is an error, never silently dropped (fail
+        closed)."""
+        props = dict(properties or {})
+        protocol = props.pop("security.protocol", "PLAINTEXT").upper()
+        mechanism = props.pop("sasl.mechanism", "GSSAPI" if "SASL" in protocol else None)
+        jaas = props.pop("sasl.jaas.config", None)
+        username = password = cafile = None
+        if "SASL" in protocol:
+            if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+                raise AclStoreCliError(
+                    f"sasl.mechanism {mechanism}: aclgate acls speaks PLAIN and SCRAM-SHA-256/512"
+                )
+            options = dict(_JAAS_OPTION.findall(jaas or ""))
+            if "username" not in options or "password" not in options:
+                raise AclStoreCliError('sasl.jaas.config must give username="..." password="..."')
+            username, password = options["username"], options["password"]
+        check_hostname = True
+        if "SSL" in protocol:
+            store_type = props.pop("ssl.truststore.type", "PEM").upper()
+            cafile = props.pop("ssl.truststore.location", None)
+            if cafile is not None and store_type != "PEM":
+                raise AclStoreCliError("ssl.truststore.type must be PEM (a CA file)")
+            check_hostname = bool(props.pop("ssl.endpoint.identification.algorithm", "https"))
+        for harmless in ("client.id", "request.timeout.ms"):
+            props.pop(harmless, None)
+        if props:
+            raise AclStoreCliError(
+                f"--command-config: cannot use {', '.join(sorted(props))} (supported: {_SUPPORTED})"
+            )
+        return cls(protocol, mechanism, username, password, cafile, check_hostname)
+
+    def kafka_python(self, bootstrap: str) -> dict[str, Any]:
+        """KafkaAdminClient settings."""
+        config: dict[str, Any] = {
+            "bootstrap_servers": bootstrap.split(","),
+            "security_protocol": self.protocol,
+        }
+        if "SASL" in self.protocol:
+            config.update(
+                sasl_mechanism=self.mechanism,
+                sasl_plain_username=self.username,
+                sasl_plain_password=self.password,
+            )
+        if "SSL" in self.protocol:
+            if self.cafile is not None:
+                config["ssl_cafile"] = self.cafile
+            config["ssl_check_hostname"] = self.check_hostname
+        return config
+
+    def librdkafka(self) -> dict[str, str]:
+        """librdkafka (confluent-kafka) settings, without bootstrap.servers."""
+        config = {"security.protocol": self.protocol.lower()}
+        if "SASL" in self.protocol:
+            config.update(
+                {
+                    "sasl.mechanism": str(self.mechanism),
+                    "sasl.username": str(self.username),
+                    "sasl.password": str(self.password),
+                }
+            )
+        if "SSL" in self.protocol:
+            if self.cafile is not None:
+                config["ssl.ca.location"] = self.cafile
+            config["ssl.endpoint.identification.algorithm"] = (
+                "https" if self.check_hostname else "none"
+            )
+        return config
 
 
 def client_config(bootstrap: str, properties: dict[str, str] | None = None) -> dict[str, Any]:
-    """KafkaAdminClient settings for `bootstrap` and a Java client configuration. A property
-    this cannot carry over is an error, never silently dropped (fail closed)."""
-    props = dict(properties or {})
-    config: dict[str, Any] = {"bootstrap_servers": bootstrap.split(",")}
-    protocol = props.pop("security.protocol", "PLAINTEXT").upper()
-    config["security_protocol"] = protocol
-    mechanism = props.pop("sasl.mechanism", "GSSAPI" if "SASL" in protocol else None)
-    jaas = props.pop("sasl.jaas.config", None)
-    if "SASL" in protocol:
-        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-            raise AclStoreCliError(
-                f"sasl.mechanism {mechanism}: aclgate acls speaks PLAIN and SCRAM-SHA-256/512"
-            )
-        options = dict(_JAAS_OPTION.findall(jaas or ""))
-        if "username" not in options or "password" not in options:
-            raise AclStoreCliError('sasl.jaas.config must give username="..." password="..."')
-        config.update(
-            sasl_mechanism=mechanism,
-            sasl_plain_username=options["username"],
-            sasl_plain_password=options["password"],
-        )
-    if "SSL" in protocol:
-        store_type = props.pop("ssl.truststore.type", "PEM").upper()
-        location = props.pop("ssl.truststore.location", None)
-        if location is not None:
-            if store_type != "PEM":
-                raise AclStoreCliError("ssl.truststore.type must be PEM (a CA file)")
-            config["ssl_cafile"] = location
-        algorithm = props.pop("ssl.endpoint.identification.algorithm", "https")
-        config["ssl_check_hostname"] = bool(algorithm)
-    for harmless in ("client.id", "request.timeout.ms"):
-        props.pop(harmless, None)
-    if props:
-        raise AclStoreCliError(
-            f"--command-config: cannot use {', '.join(sorted(props))} (supported: "
-            "security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.type/location, "
-            "ssl.endpoint.identification.algorithm, client.id, request.timeout.ms)"
-        )
-    return config
+    """KafkaAdminClient settings for `bootstrap` and a Java client configuration."""
+    return ClientSecurity.from_properties(properties).kafka_python(bootstrap)
 
 
 # ------------------------------------------------------------------- the Admin API
