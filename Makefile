@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test test-faults lint format bench bench-acl bench-authz bench-idle bench-throughput soak kafka-jars kafka-up kafka-down clean help
+.PHONY: run test test-faults lint format bench bench-acl bench-authz bench-idle bench-throughput soak kafka-jars spark-jars kafka-up kafka-down clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -68,8 +68,11 @@ soak: $(TEST_STAMP) kafka-jars  ## 30 min of traffic, ACL changes and cert reloa
 	$(PIP) install -e '.[bench]'
 	$(PY) -m bench.soak $(SOAK_ARGS)
 
-kafka-jars:  ## fetch Apache Kafka from Maven Central into tests/kafka/lib (cached)
+kafka-jars: spark-jars  ## fetch Apache Kafka from Maven Central into tests/kafka/lib (cached)
 	@if [ -f tests/kafka/pom.xml ]; then $(MAKE) -s -C tests/kafka jars; fi
+
+spark-jars:  ## fetch Spark's Kafka connector from Maven Central into pipeline/jars/lib (cached; aclgate stream needs it)
+	@$(MAKE) -s -C pipeline/jars jars
 
 kafka-up: $(TEST_STAMP) kafka-jars  ## start a local Apache Kafka for manual use (NODES=1|3, LISTENERS=PLAINTEXT,SASL_PLAINTEXT,SSL,SASL_SSL)
 	$(PY) -m tests.kafka.local up --nodes $(or $(NODES),1) $(if $(LISTENERS),--listeners $(LISTENERS))
@@ -78,4 +81,4 @@ kafka-down:  ## stop the local Apache Kafka started by kafka-up
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m tests.kafka.local down
 
 clean:  ## remove the venv and caches
-	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache tests/kafka/lib
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache tests/kafka/lib pipeline/jars/lib
