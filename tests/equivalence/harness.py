@@ -89,6 +89,13 @@ NORMALIZATIONS: dict[str, str] = {
         "_RESOLVE, _DESTROY) are dropped: they depend on timing and connection handling, not "
         "on authorization."
     ),
+    "order": (
+        "Answer lists whose order Kafka does not define are compared sorted: those it builds "
+        "from hash maps and sets (CreatePartitions, DeleteRecords, OffsetDelete, the denied "
+        "topics of DescribeTopicPartitions) or from its coordinators' results "
+        "(ConsumerGroupDescribe, ...) follow the names' hashes, and names carry a per-run "
+        "prefix. Clients match entries by name."
+    ),
     "retries": (
         "Raw requests retry retriable coordinator errors (COORDINATOR_LOAD_IN_PROGRESS, "
         "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS) as every client "
@@ -1105,6 +1112,54 @@ class Client:
                     return errors
                 time.sleep(0.2)
 
+    def raw(
+        self,
+        api_key: int,
+        version: int,
+        *,
+        coordinator: tuple[int, str] | None = None,
+        drop: Sequence[str] = (),
+        foreign: bool = True,
+        unordered: Sequence[str] = (),
+        until: Callable[[Any], bool] | None = None,
+        **fields: Any,
+    ) -> Any:
+        """ONE request of any API, written as plain data with kio's field names (real names:
+        use `self.t`), answered as normalized plain data (tests/equivalence/rawapi.py).
+        `coordinator` = (key type, logical key): FindCoordinator first, as clients do.
+        Answers holding a retriable coordinator error are asked again (normalization
+        "retries"); lists under the `unordered` field names are compared sorted
+        (normalization "order"); with `until`, an answer it rejects is asked again
+        until the step's time is up (an effect the cluster applies asynchronously);
+        "CONNECTION_CLOSED" when the target closes instead of answering."""
+        from aclgate.protocol.versions import request_class
+        from tests.equivalence.rawapi import build, normalize
+
+        body = build(request_class(api_key, version), fields)
+        deadline = time.monotonic() + STEP_TIMEOUT - 5
+        with _raw_client(self.profile) as client:
+            if coordinator is not None:
+                failed = _find_coordinator(client, coordinator[0], self.t(coordinator[1]), deadline)
+                if failed:
+                    return failed
+            while True:
+                try:
+                    answer = client.request(body)
+                except (AssertionError, OSError):
+                    return "CONNECTION_CLOSED"
+                out = normalize(
+                    answer,
+                    self.ns.owns,
+                    drop=frozenset(drop),
+                    foreign=foreign,
+                    unordered=frozenset(unordered),
+                )
+                text = json.dumps(out)
+                retry = any(e in text for e in RETRIABLE_COORDINATOR_ERRORS)
+                if time.monotonic() > deadline or not (retry or (until and not until(out))):
+                    return out
+                time.sleep(0.2)
+
     # ------------------------------------------------------------ admin
 
     def _admin(self) -> AdminClient:
@@ -1238,6 +1293,93 @@ class Client:
             "authorized_operations": sorted(op.name for op in (result.authorized_operations or [])),
         }
 
+    def _alter_configs(self, topics: Mapping[str, Mapping[str, str]], incremental: bool) -> Any:
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+        resources = []
+        for topic, configs in topics.items():
+            if incremental:
+                entries = [
+                    ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                    for k, v in configs.items()
+                ]
+                resources.append(
+                    ConfigResource("TOPIC", self.t(topic), incremental_configs=entries)
+                )
+            else:
+                resources.append(ConfigResource("TOPIC", self.t(topic), set_config=dict(configs)))
+        admin = self._admin()
+        call = admin.incremental_alter_configs if incremental else admin.alter_configs
+        futures = call(resources, request_timeout=STEP_TIMEOUT)
+        return {res.name: _future(f)[1] or "ok" for res, f in futures.items()}
+
+    def incremental_alter_configs(self, topics: Mapping[str, Mapping[str, str]]) -> Any:
+        """AdminClient.incremental_alter_configs (SET) per topic: "ok" or the error."""
+        return self._alter_configs(topics, incremental=True)
+
+    def alter_configs(self, topics: Mapping[str, Mapping[str, str]]) -> Any:
+        """AdminClient.alter_configs (legacy AlterConfigs) per topic: "ok" or the error."""
+        return self._alter_configs(topics, incremental=False)
+
+    def create_partitions(self, counts: Mapping[str, int]) -> dict[str, str]:
+        from confluent_kafka.admin import NewPartitions
+
+        futures = self._admin().create_partitions(
+            [NewPartitions(self.t(t), n) for t, n in counts.items()],
+            operation_timeout=STEP_TIMEOUT - 5,
+            request_timeout=STEP_TIMEOUT,
+        )
+        return {name: _future(f)[1] or "ok" for name, f in futures.items()}
+
+    def delete_records(self, before: Mapping[str, int]) -> dict[str, Any]:
+        """AdminClient.delete_records on partition 0: the new low watermark or the error."""
+        futures = self._admin().delete_records(
+            [TopicPartition(self.t(t), 0, o) for t, o in before.items()],
+            request_timeout=STEP_TIMEOUT,
+            operation_timeout=STEP_TIMEOUT - 5,
+        )
+        out: dict[str, Any] = {}
+        for tp, f in futures.items():
+            result, err = _future(f)
+            out[tp.topic] = err or result.low_watermark
+        return out
+
+    def describe_topics(self, topics: Sequence[str]) -> dict[str, Any]:
+        """AdminClient.describe_topics (DescribeTopicPartitions): partition count, internal
+        flag and authorized operations per topic, or the error."""
+        from confluent_kafka import TopicCollection
+
+        futures = self._admin().describe_topics(
+            TopicCollection([self.t(t) for t in topics]),
+            request_timeout=STEP_TIMEOUT,
+            include_authorized_operations=True,
+        )
+        out: dict[str, Any] = {}
+        for name, f in futures.items():
+            result, err = _future(f)
+            out[name] = err or {
+                "partitions": len(result.partitions),
+                "internal": result.is_internal,
+                "authorized_operations": sorted(
+                    op.name for op in (result.authorized_operations or [])
+                ),
+            }
+        return out
+
+    def describe_user_scram_credentials(self, users: Sequence[str]) -> dict[str, Any]:
+        """AdminClient.describe_user_scram_credentials: mechanisms and iterations per user,
+        or the error."""
+        futures = self._admin().describe_user_scram_credentials(
+            [self.t(u) for u in users], request_timeout=STEP_TIMEOUT
+        )
+        out: dict[str, Any] = {}
+        for name, f in futures.items():
+            result, err = _future(f)
+            out[name] = err or sorted(
+                f"{i.mechanism.name}/{i.iterations}" for i in result.scram_credential_infos
+            )
+        return out
+
 
 class Observer(Client):
     """The super user, straight to the cluster: setup (not compared) and ground truth."""
@@ -1296,6 +1438,13 @@ class Observer(Client):
             return out
         finally:
             c.close()
+
+    def partition_count(self, topic: str) -> int | str:
+        md = self._admin().list_topics(topic=self.t(topic), timeout=STEP_TIMEOUT)
+        tm = md.topics.get(self.t(topic))
+        if tm is None or tm.error is not None:
+            return error_name(tm.error) if tm is not None else "ABSENT"
+        return len(tm.partitions)
 
     def topic_exists(self, topic: str, wait: float = 0.0) -> bool:
         """Whether the topic exists (waiting up to `wait` seconds for it to appear)."""

@@ -12,6 +12,7 @@ import pytest
 
 from tests.equivalence.harness import Scenario, run_scenario
 from tests.equivalence.scenarios import ANON_SCENARIOS, OPEN, SASL_SCENARIOS
+from tests.equivalence.scenarios_admin import ADMIN_SCENARIOS
 
 pytestmark = pytest.mark.kafka
 WATCHDOG_SECONDS = 300
@@ -49,6 +50,12 @@ def test_no_authorization(scenario, open_targets):
 @pytest.mark.parametrize("scenario", _params(ANON_SCENARIOS))
 def test_anonymous_with_acls(scenario, anon_targets):
     """Issue 5: User:ANONYMOUS with the same ACLs, Kafka's StandardAuthorizer vs. aclgate."""
+    _check(scenario, anon_targets)
+
+
+@pytest.mark.parametrize("scenario", _params(ADMIN_SCENARIOS))
+def test_admin_apis(scenario, anon_targets):
+    """Issue 13: the admin APIs, User:ANONYMOUS, Kafka's StandardAuthorizer vs. aclgate."""
     _check(scenario, anon_targets)
 
 
