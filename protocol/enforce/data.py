@@ -4,7 +4,9 @@ When every topic is allowed (the common case) the original request bytes are for
 the response streams back untouched: the cost is one native decode of the request (record
 batches stay bytes) and one cached authorize() per topic. A Produce of one named topic with
 plain batches is not even decoded: its topic, partition count and acks are peeked from the
-bytes (protocol.enforce.peek) and decoded only if the topic is denied.
+bytes (protocol.enforce.peek) and decoded only if the topic is denied. A consumer's Fetch is
+peeked too (protocol.enforce.fetchpeek) and decoded only to strip or answer a denial or to
+end a session.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import dataclasses
 import struct
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i32Timedelta
@@ -31,6 +33,12 @@ from aclgate.protocol.enforce.base import (
 )
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.context import AuthContext, NotReady
+from aclgate.protocol.enforce.fetchpeek import (
+    IdFetchTopic,
+    NamedFetchTopic,
+    PeekedFetch,
+    peek_fetch,
+)
 from aclgate.protocol.enforce.fetchsessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -42,7 +50,7 @@ from aclgate.protocol.enforce.fetchsessions import (
 )
 from aclgate.protocol.enforce.peek import peek_produce
 from aclgate.protocol.enforce.protected import cluster_grant_excludes
-from aclgate.protocol.enforce.topics import resolve
+from aclgate.protocol.enforce.topics import NeedTopicIds, resolve
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import rewriter_for
@@ -95,6 +103,9 @@ if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen d
         @property
         def forgotten_topics_data(self) -> Sequence[ForgottenTopic]: ...
 
+
+#: a topic of a peeked Fetch request
+PeekedTopic = NamedFetchTopic | IdFetchTopic
 
 #: an entry of a request's topic array, split by verdict
 _Entry = TypeVar("_Entry")
@@ -295,6 +306,22 @@ def replica_id(request: object) -> int:
     return int(state.replica_id) if state is not None else int(getattr(request, "replica_id", -1))
 
 
+def decoded(
+    frame: Frame,
+    header: RequestHeader,
+    request: FetchRequest | PeekedFetch,
+    *entries: Sequence[FetchTopic],
+) -> tuple[FetchRequest, tuple[list[FetchTopic], ...]]:
+    """The request as kio decodes it, and `entries` (topics of `request`) as the same topics
+    of the decoded one: a peeked request is decoded only when a denial must be stripped or
+    answered, or a session ended, and its topics carry their position in the request."""
+    if not isinstance(request, PeekedFetch):
+        return request, tuple(list(e) for e in entries)
+    full: FetchRequest = decode_request(frame, header)
+    topics = full.topics
+    return full, tuple([topics[cast(PeekedTopic, t).index] for t in e] for e in entries)
+
+
 def _answer_with(session: ProxySession, slot: Slot, frame: Frame, answer: bytes) -> bytes:
     """The broker's answer to a session close is replaced by the proxy's own."""
     return answer
@@ -320,13 +347,26 @@ class FetchHandler(ApiHandler):
             "and the session ended (70) if one is denied"
         )
 
+    def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
+        """A consumer's fetch (the common case) is decided from the peeked bytes
+        (protocol.enforce.fetchpeek) and decoded with kio only to strip or answer a denial.
+        Topic ids to look up and an authorizer not ready yet are raised before anything is
+        decided or a session changed: the full path then handles the request from the start."""
+        peeked = peek_fetch(frame, header)
+        if peeked is None:
+            return super().__call__(session, header, frame)
+        try:
+            self.handle(session, session.context, header, frame, peeked)
+        except (NeedTopicIds, NotReady):
+            super().__call__(session, header, frame)
+
     def handle(
         self,
         session: ProxySession,
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: FetchRequest,
+        request: FetchRequest | PeekedFetch,
     ) -> None:
         topics = request.topics
         v = header.api_version
@@ -334,6 +374,7 @@ class FetchHandler(ApiHandler):
             policy = ctx.policy
             # CLUSTER_ACTION covers every topic, but not one aclgate keeps for itself (the ACL
             # store's): a follower fetch naming it, or naming topics by id, is refused
+            assert not isinstance(request, PeekedFetch)  # the peek leaves followers alone
             if ctx.check_cluster(header, CLUSTER_ACTION) and not cluster_grant_excludes(
                 policy.protected_topics,
                 policy.authorizer.super_users,
@@ -391,7 +432,7 @@ class FetchHandler(ApiHandler):
         session: ProxySession,
         header: RequestHeader,
         frame: Frame,
-        request: FetchRequest,
+        request: FetchRequest | PeekedFetch,
         allowed: Sequence[FetchTopic],
         denied: Sequence[FetchTopic],
         unknown: Sequence[FetchTopic],
@@ -402,6 +443,9 @@ class FetchHandler(ApiHandler):
         if not denied and not unknown:
             forward(session, header, self._patched(frame, header, request, own, FINAL_EPOCH))
             return
+        request, (allowed, denied, unknown) = decoded(
+            frame, header, request, allowed, denied, unknown
+        )
         errors = self._errors(header, denied, ErrorCode.topic_authorization_failed)
         errors += self._errors(header, unknown, ErrorCode.unknown_topic_id)
         if not allowed and not own:
@@ -433,12 +477,13 @@ class FetchHandler(ApiHandler):
         session: ProxySession,
         header: RequestHeader,
         frame: Frame,
-        request: FetchRequest,
+        request: FetchRequest | PeekedFetch,
         sid: int,
     ) -> None:
         """End session `sid` the way a broker does: the broker is asked to close it (an
         empty sessionless fetch that does not wait) and the client is answered
         FETCH_SESSION_ID_NOT_FOUND, so it opens a new one with a full request."""
+        request, _ = decoded(frame, header, request)
         close = dataclasses.replace(
             request,
             session_id=sid,
@@ -486,7 +531,11 @@ class FetchHandler(ApiHandler):
 
     @staticmethod
     def _patched(
-        frame: Frame, header: RequestHeader, request: FetchRequest, session_id: int, epoch: int
+        frame: Frame,
+        header: RequestHeader,
+        request: FetchRequest | PeekedFetch,
+        session_id: int,
+        epoch: int,
     ) -> Frame:
         """The request bytes with (session_id, session_epoch) set in place."""
         offsets = _SESSION_AT.get(header.api_version)

@@ -16,6 +16,7 @@ import uuid
 
 from kio.serial.readers import read_unsigned_varint
 
+from aclgate.protocol.enforce.fetchpeek import topic_uuid
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 
@@ -100,7 +101,7 @@ def _flexible(
     pos += 1
     topic: str | uuid.UUID
     if by_id:
-        topic = uuid.UUID(bytes=bytes(frame[pos : pos + 16]))
+        topic = topic_uuid(bytes(frame[pos : pos + 16]))
         pos += 16
     else:
         name_len = frame[pos]
