@@ -17,13 +17,14 @@ all of its deciders, and each ACL of the file gets a status:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from aclgate.pipeline.deciders import deciders_table
 from aclgate.pipeline.schema import ACL_FIELDS, KEY_FIELDS
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from aclgate.pipeline.acls import AclSnapshot
     from aclgate.pipeline.evaluate import Policy
@@ -66,6 +67,41 @@ def _decided(spark: SparkSession, base: DataFrame, policy: Policy) -> DataFrame:
     )
 
 
+def named_usage(
+    frame: DataFrame, events: Column, first: Column, last: Column, by: Sequence[str] = ()
+) -> DataFrame:
+    """Per ACL the audit names as deciding (rule ACL), and per `by` column (the stream's
+    window): decisions, allowed, denied, first and last use. The report runs it over its
+    grouped events, `aclgate stream` over each window of raw events.
+
+    Other events are not filtered out first but fall into one group without an ACL, dropped
+    after the aggregation: a filter before it would be moved ahead of the stream's watermark,
+    which would then follow only ACL-decided events (and leave windows open)."""
+    from pyspark.sql import functions as F
+
+    named = (F.col("rule") == "ACL") & F.col("acl").isNotNull()
+    denied = F.col("decision") == "DENIED"
+    return (
+        frame.select(
+            *by,
+            *[F.when(named, F.col("acl")[name]).alias(name) for name in ACL_FIELDS],
+            "decision",
+            F.when(named, events).otherwise(0).alias("_events"),
+            first.alias("_first"),
+            last.alias("_last"),
+        )
+        .groupBy(*by, *ACL_FIELDS)
+        .agg(
+            F.sum("_events").alias("decisions"),
+            F.sum(F.when(~denied, F.col("_events")).otherwise(0)).alias("allowed"),
+            F.sum(F.when(denied, F.col("_events")).otherwise(0)).alias("denied"),
+            F.min("_first").alias("first_used"),
+            F.max("_last").alias("last_used"),
+        )
+        .filter(F.col("decisions") > 0)
+    )
+
+
 def acl_usage_table(
     spark: SparkSession, base: DataFrame, acls: AclSnapshot, policy: Policy
 ) -> DataFrame:
@@ -77,25 +113,7 @@ def acl_usage_table(
     in_file = spark.createDataFrame(
         [(*(entry[name] for name in ACL_FIELDS), True) for entry in acls.entries], schema
     ).dropDuplicates(list(ACL_FIELDS))
-    denied = F.col("decision") == "DENIED"
-    used = (
-        base.filter((F.col("rule") == "ACL") & F.col("acl").isNotNull())
-        .select(
-            *[F.col("acl")[name].alias(name) for name in ACL_FIELDS],
-            "decision",
-            "events",
-            "first_seen",
-            "last_seen",
-        )
-        .groupBy(*ACL_FIELDS)
-        .agg(
-            F.sum("events").alias("decisions"),
-            F.sum(F.when(~denied, F.col("events")).otherwise(0)).alias("allowed"),
-            F.sum(F.when(denied, F.col("events")).otherwise(0)).alias("denied"),
-            F.min("first_seen").alias("first_used"),
-            F.max("last_seen").alias("last_used"),
-        )
-    )
+    used = named_usage(base, F.col("events"), F.col("first_seen"), F.col("last_seen"))
     joined = in_file.join(used, list(ACL_FIELDS), "full_outer").join(
         _decided(spark, base, policy), list(ACL_FIELDS), "left"
     )

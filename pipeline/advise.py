@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aclgate.pipeline.advisor import Key, Observations, Proposal, propose
 from aclgate.pipeline.jobs import load_audit
+from aclgate.pipeline.kafkasource import KafkaInput
 from aclgate.pipeline.schema import KEY_FIELDS
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class AdviseOptions:
     since: datetime | None = None
     until: datetime | None = None
     explain: str | None = None
+    kafka: KafkaInput | None = None  # the audit topic, read from earliest to latest offsets
 
 
 def observations(
@@ -81,7 +83,7 @@ def run_advise(spark: SparkSession, opts: AdviseOptions, progress: Progress) -> 
     import json
 
     out = Path(opts.out).expanduser()
-    loaded = load_audit(spark, opts.audit, progress, opts.since, opts.until)
+    loaded = load_audit(spark, opts.audit, progress, opts.since, opts.until, kafka=opts.kafka)
     try:
         progress.step("collecting distinct requests")
         obs, stats = observations(

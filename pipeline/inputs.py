@@ -4,6 +4,8 @@ The proxy rotates its log into a directory of plain and gzipped JSON Lines files
 also hand us Parquet (e.g. logs already compacted by another job). Local paths are listed
 here so that one command can mix formats and so that a missing path is an error message,
 not a Spark stack trace. URIs with a scheme (hdfs://, s3a://, ...) go to Spark unchanged.
+A directory written by a streaming file sink (it has `_spark_metadata/`) contributes only the
+files its log says are committed (sinklog.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from aclgate.pipeline.sinklog import committed_files, is_sink_dir
 
 PARQUET_SUFFIXES = (".parquet", ".parq")
 
@@ -58,6 +62,12 @@ def expand_inputs(paths: Iterable[str]) -> InputFiles:
             _add(files, str(path.resolve()))
         elif path.is_dir():
             for root, dirs, names in os.walk(path):
+                if is_sink_dir(Path(root)):
+                    # a streaming file sink's output (`aclgate stream`): committed files only
+                    for name in committed_files(Path(root)):
+                        _add(files, str(Path(name).resolve()))
+                    dirs[:] = []
+                    continue
                 dirs[:] = sorted(d for d in dirs if not _hidden(d))
                 for name in sorted(names):
                     if not _hidden(name):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aclgate.pipeline.inputs import expand_inputs
+from aclgate.pipeline.kafkasource import KafkaInput
 from aclgate.pipeline.malformed import malformed_lines, malformed_sample
 from aclgate.pipeline.reader import AuditData, line_stats, read_audit
 from aclgate.pipeline.timeutil import iso
@@ -37,13 +38,18 @@ def load_audit(
     since: datetime | None = None,
     until: datetime | None = None,
     malformed_out: Path | None = None,
+    kafka: KafkaInput | None = None,
 ) -> LoadedAudit:
-    """Parse all input once (cached) and report malformed lines with file and line number."""
+    """Parse all input once (cached) and report malformed lines with file and line number.
+    With `kafka`, the topic's records from the earliest to the latest offsets are read too."""
     files = expand_inputs(paths)
     if files.missing:
         raise InputError("no such file or directory: " + ", ".join(files.missing))
-    progress.step(f"reading {len(files.jsonl)} JSONL and {len(files.parquet)} Parquet file(s)")
-    data = read_audit(spark, files, since, until)
+    topic = f" and topic {kafka.topic} at {kafka.bootstrap}" if kafka else ""
+    progress.step(
+        f"reading {len(files.jsonl)} JSONL and {len(files.parquet)} Parquet file(s){topic}"
+    )
+    data = read_audit(spark, files, since, until, kafka)
     stats = line_stats(data)
     bad: dict[str, Any] = {"count": stats.pop("malformed"), "sample": []}
     if bad["count"]:

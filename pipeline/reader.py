@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from aclgate.pipeline.inputs import InputFiles, display_path
+from aclgate.pipeline.kafkasource import KafkaInput, read_topic
 from aclgate.pipeline.schema import (
     CORRUPT_COLUMN,
     DECISIONS,
@@ -58,27 +59,55 @@ class AuditData:
     lines: DataFrame
     events: DataFrame
     files: InputFiles
+    kafka: KafkaInput | None = None
 
     def release(self) -> None:
         self.lines.unpersist()
 
 
-def _line_frame(spark: SparkSession, files: InputFiles) -> DataFrame:
+def parse_json(text: Column) -> Column:
+    """One JSON line to the audit struct; what does not parse lands in the corrupt column."""
+    from pyspark.sql import functions as F
+
+    return F.from_json(
+        text,
+        audit_schema(with_corrupt_column=True),
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN},
+    )
+
+
+def kafka_lines(records: DataFrame) -> DataFrame:
+    """Kafka records (the connector's columns) as lines: each value is one JSON line."""
+    from pyspark.sql import functions as F
+
+    text = F.col("value").cast("string")
+    return records.select(
+        text.alias("_raw"),
+        parse_json(text).alias("_json"),
+        # a malformed record is reported as `kafka:TOPIC/PARTITION`, line = its offset
+        F.concat(F.lit("kafka:"), "topic", F.lit("/"), F.col("partition").cast("string")).alias(
+            "_file"
+        ),
+        F.lit(None).cast("long").alias("_block"),
+        (F.col("offset") - 1).alias("_row"),
+    )
+
+
+def _line_frame(
+    spark: SparkSession, files: InputFiles, kafka: KafkaInput | None = None
+) -> DataFrame:
     """One row per input line/record: _raw text, _json struct, and where it came from."""
     from pyspark.sql import functions as F
 
-    schema = audit_schema(with_corrupt_column=True)
     frames = []
+    if kafka is not None:
+        frames.append(kafka_lines(read_topic(spark, kafka)))
     if files.jsonl:
         text = spark.read.text(files.jsonl)
         frames.append(
             text.select(
                 F.col("value").alias("_raw"),
-                F.from_json(
-                    "value",
-                    schema,
-                    {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN},
-                ).alias("_json"),
+                parse_json(F.col("value")).alias("_json"),
                 F.col("_metadata.file_path").alias("_file"),
                 F.col("_metadata.file_block_start").alias("_block"),
                 F.lit(None).cast("long").alias("_row"),
@@ -92,7 +121,9 @@ def _line_frame(spark: SparkSession, files: InputFiles) -> DataFrame:
         )
         frames.append(
             table.select(
-                F.to_json(F.struct(*[F.col(f.name) for f in audit_schema()])).alias("_raw"),
+                # no text: a bad row's text is rebuilt from its fields (`_text` below), so the
+                # good rows, nearly all of them, are not turned into JSON for nothing
+                F.lit(None).cast("string").alias("_raw"),
                 record.alias("_json"),
                 F.col("_metadata.file_path").alias("_file"),
                 F.col("_metadata.file_block_start").alias("_block"),
@@ -149,35 +180,47 @@ def _first_problem(j: Column, ts: Column, ts_first: Column) -> Column:
     )
 
 
+def validated(raw: Column, j: Column) -> dict[str, Column]:
+    """What every line becomes, for the batch reader and the stream alike: `_blank`, `_other`
+    (another event kind), `_error` (the first problem, null for a usable event), `_text` (the
+    line, for bad ones only), then EVENT_COLUMNS with `ts`/`ts_first` parsed. Not aliased."""
+    from pyspark.sql import functions as F
+
+    ts = F.try_to_timestamp(j["ts"])
+    ts_first = F.try_to_timestamp(j["ts_first"])
+    blank = F.coalesce(F.trim(raw) == "", F.lit(False))
+    other = F.coalesce(j["event"].isNotNull() & j[CORRUPT_COLUMN].isNull(), F.lit(False))
+    problem = F.when(blank | other, F.lit(None)).otherwise(_first_problem(j, ts, ts_first))
+    text = F.coalesce(raw, F.to_json(F.struct(*[j[f.name] for f in audit_schema()])))
+    return {
+        "_blank": blank,
+        "_other": other,
+        "_error": problem,
+        "_text": F.when(problem.isNotNull(), F.substring(text, 1, RAW_TEXT_LIMIT)),
+        "ts": ts,
+        "ts_first": ts_first,
+        **{name: j[name] for name in EVENT_COLUMNS if name not in ("ts", "ts_first")},
+    }
+
+
 def read_audit(
     spark: SparkSession,
     files: InputFiles,
     since: datetime | None = None,
     until: datetime | None = None,
+    kafka: KafkaInput | None = None,
 ) -> AuditData:
     """Parse and validate every line once (cached); `events` are the valid ones in the window."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    raw = _line_frame(spark, files)
-    j = F.col("_json")
-    ts = F.try_to_timestamp(j["ts"])
-    ts_first = F.try_to_timestamp(j["ts_first"])
-    blank = F.trim(F.col("_raw")) == ""
-    other = F.coalesce(j["event"].isNotNull() & j[CORRUPT_COLUMN].isNull(), F.lit(False))
-    problem = F.when(blank | other, F.lit(None)).otherwise(_first_problem(j, ts, ts_first))
+    raw = _line_frame(spark, files, kafka)
     lines = raw.select(
         F.col("_file"),
         F.col("_block"),
         F.col("_row"),
         F.col("_mid"),
-        blank.alias("_blank"),
-        other.alias("_other"),
-        problem.alias("_error"),
-        F.when(problem.isNotNull(), F.substring("_raw", 1, RAW_TEXT_LIMIT)).alias("_text"),
-        ts.alias("ts"),
-        ts_first.alias("ts_first"),
-        *[j[name].alias(name) for name in EVENT_COLUMNS if name not in ("ts", "ts_first")],
+        *[c.alias(n) for n, c in validated(F.col("_raw"), F.col("_json")).items()],
     ).persist(StorageLevel.DISK_ONLY)
     events = lines.filter(F.col("_error").isNull() & ~F.col("_blank") & ~F.col("_other")).select(
         *EVENT_COLUMNS
@@ -186,7 +229,7 @@ def read_audit(
         events = events.filter(F.col("ts") >= F.lit(since))
     if until is not None:
         events = events.filter(F.col("ts") < F.lit(until))
-    return AuditData(lines=lines, events=events, files=files)
+    return AuditData(lines=lines, events=events, files=files, kafka=kafka)
 
 
 def line_stats(data: AuditData) -> dict[str, Any]:
@@ -216,4 +259,5 @@ def line_stats(data: AuditData) -> dict[str, Any]:
             "jsonl": [display_path(p) for p in data.files.jsonl],
             "parquet": [display_path(p) for p in data.files.parquet],
         },
+        "kafka": data.kafka.describe() if data.kafka else None,
     }

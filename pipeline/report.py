@@ -31,6 +31,7 @@ from aclgate.pipeline.aggregate import (
 )
 from aclgate.pipeline.evaluate import Policy
 from aclgate.pipeline.jobs import load_audit
+from aclgate.pipeline.kafkasource import KafkaInput
 from aclgate.pipeline.output import prepare_out_dir, write_csv, write_json, write_parquet
 from aclgate.pipeline.page import render_page
 from aclgate.pipeline.timeutil import iso, parse_user_time, to_micros
@@ -53,6 +54,7 @@ class ReportOptions:
     super_users: list[str] = field(default_factory=list)
     allow_everyone_if_no_acl_found: bool = False
     top: int = 10
+    kafka: KafkaInput | None = None  # the audit topic, read from earliest to latest offsets
 
     def stages(self) -> int:
         return 4 + bool(self.acl_file) + bool(self.candidate_acl_file)
@@ -69,7 +71,9 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
     out = prepare_out_dir(opts.out)
     acls = load_acls(opts.acl_file) if opts.acl_file else None  # fail before any Spark work
     candidate = load_acls(opts.candidate_acl_file) if opts.candidate_acl_file else None
-    loaded = load_audit(spark, opts.audit, progress, opts.since, opts.until, out / "malformed")
+    loaded = load_audit(
+        spark, opts.audit, progress, opts.since, opts.until, out / "malformed", opts.kafka
+    )
     events = loaded.data.events
     base = grouped_events(events).persist(StorageLevel.MEMORY_AND_DISK)
     try:

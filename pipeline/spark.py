@@ -194,7 +194,9 @@ def ship_packages(
             assert init is not None  # aclgate's packages are regular ones, with an __init__.py
             root = Path(init).parent
             for path in sorted(root.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
+                # jars/: the Kafka connector's build files and jars, not Python code
+                skip = {"__pycache__", "jars"}.intersection(path.relative_to(root).parts)
+                if path.is_file() and not skip:
                     archive.write(path, Path(*package.split("."), path.relative_to(root)))
     sc.addPyFile(name)  # served from this path while the context lives
     atexit.register(_unlink_quietly, name)

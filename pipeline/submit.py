@@ -28,6 +28,7 @@ JOBS = {
     "report": "aclgate.pipeline.cli.report",
     "advise": "aclgate.pipeline.cli.advise",
     "whatif": "aclgate.pipeline.cli.whatif",
+    "stream": "aclgate.pipeline.cli.stream",
     "audit-sample": "aclgate.pipeline.cli.sample",
 }
 

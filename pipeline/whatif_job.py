@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from aclgate.pipeline.acls import load_acls
 from aclgate.pipeline.evaluate import Policy
 from aclgate.pipeline.jobs import load_audit
+from aclgate.pipeline.kafkasource import KafkaInput
 from aclgate.pipeline.output import prepare_out_dir
 from aclgate.pipeline.page import render_page
 from aclgate.pipeline.timeutil import iso
@@ -29,13 +30,16 @@ class WhatifOptions:
     allow_everyone_if_no_acl_found: bool = False
     since: datetime | None = None
     until: datetime | None = None
+    kafka: KafkaInput | None = None  # the audit topic, read from earliest to latest offsets
 
 
 def run_whatif(spark: SparkSession, opts: WhatifOptions, progress: Progress) -> dict[str, Any]:
     out = prepare_out_dir(opts.out)
     candidate = load_acls(opts.candidate_acl_file)
     policy = Policy(candidate.text, tuple(opts.super_users), opts.allow_everyone_if_no_acl_found)
-    loaded = load_audit(spark, opts.audit, progress, opts.since, opts.until, out / "malformed")
+    loaded = load_audit(
+        spark, opts.audit, progress, opts.since, opts.until, out / "malformed", opts.kafka
+    )
     try:
         progress.step(f"deciding the distinct requests under {candidate.source} with authz")
         decisions = compare(spark, loaded.data.events, policy)

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import argparse
 
-from aclgate.pipeline.cli.common import add_audit_args, add_spark_args, add_super_user_arg, run_job
+from aclgate.pipeline.cli.common import (
+    add_audit_args,
+    add_spark_args,
+    add_super_user_arg,
+    kafka_from_args,
+    run_job,
+    usage_error,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -42,8 +49,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from aclgate.pipeline.advise import AdviseOptions, run_advise
 
+    try:
+        kafka = kafka_from_args(args)
+    except ValueError as exc:
+        return usage_error("advise", exc)
     opts = AdviseOptions(
         audit=args.audit,
+        kafka=kafka,
         out=args.out,
         include_dry_run_denials=args.include_dry_run_denials,
         min_prefix=args.min_prefix_topics,

@@ -33,10 +33,14 @@ def add_audit_args(parser: argparse.ArgumentParser, window: bool = True) -> None
         "--audit",
         nargs="+",
         action="extend",
-        required=True,
+        default=[],
         metavar="PATH",
-        help="audit log files or directories: JSON Lines (plain or .gz) or Parquet; "
-        "URIs such as hdfs://... are passed to Spark",
+        help="audit log files or directories: JSON Lines (plain or .gz) or Parquet (also the "
+        "events/ table of `aclgate stream`); URIs such as hdfs://... are passed to Spark",
+    )
+    add_kafka_args(
+        parser,
+        "also (or only) read the audit topic, from its earliest to its latest offsets at start",
     )
     if window:
         parser.add_argument(
@@ -45,6 +49,47 @@ def add_audit_args(parser: argparse.ArgumentParser, window: bool = True) -> None
         parser.add_argument(
             "--until", type=_time, metavar="TS", help="only events with ts < TS (ISO-8601, UTC)"
         )
+
+
+def add_kafka_args(parser: argparse.ArgumentParser, what: str, required: bool = False) -> None:
+    """The audit topic (the proxy's --audit-topic) and where Spark's Kafka connector is."""
+    from aclgate.pipeline.kafkasource import DEFAULT_JARS_DIR, JARS_ENV
+
+    group = parser.add_argument_group("Kafka", what)
+    group.add_argument(
+        "--kafka-bootstrap", required=required, metavar="HOST:PORT[,...]", help="the cluster"
+    )
+    group.add_argument(
+        "--topic", required=required, metavar="TOPIC", help="the audit topic (or TOPIC,TOPIC)"
+    )
+    group.add_argument(
+        "--kafka-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Kafka client setting (repeatable), e.g. security.protocol=SASL_SSL",
+    )
+    group.add_argument(
+        "--spark-jars",
+        metavar="DIR",
+        help=f"Spark's Kafka connector jars (default ${JARS_ENV}, else {DEFAULT_JARS_DIR}; "
+        "`make spark-jars` fetches them)",
+    )
+
+
+def kafka_from_args(args: argparse.Namespace) -> Any:
+    """The job's KafkaInput (or None); a job needs --audit, the topic, or both."""
+    from aclgate.pipeline.kafkasource import kafka_input
+
+    kafka = kafka_input(args.kafka_bootstrap, args.topic, args.kafka_conf)
+    if kafka is None and not args.audit:
+        raise ValueError("give --audit PATH..., or --kafka-bootstrap and --topic, or both")
+    return kafka
+
+
+def usage_error(job: str, exc: Exception) -> int:
+    print(f"aclgate {job}: {exc}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def add_super_user_arg(parser: argparse.ArgumentParser, help: str) -> None:
@@ -98,6 +143,7 @@ def run_job(
     """Build (or reuse) the session, run `body`, turn expected failures into messages."""
     from aclgate.pipeline.acls import AclLoadError
     from aclgate.pipeline.jobs import InputError
+    from aclgate.pipeline.kafkasource import KafkaJarsMissing, jar_conf, jars_dir
     from aclgate.pipeline.spark import Progress, SparkUnavailable, build_session, parse_conf
 
     progress = Progress(job, stages)
@@ -106,6 +152,12 @@ def run_job(
     except ValueError as exc:
         print(f"aclgate {job}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        if getattr(args, "kafka_bootstrap", None):
+            conf = jar_conf(jars_dir(args.spark_jars)) + conf
+    except KafkaJarsMissing as exc:
+        print(f"aclgate {job}: {exc}", file=sys.stderr)
+        return EXIT_NO_SPARK
     try:
         from pyspark.sql import SparkSession
 
@@ -122,6 +174,9 @@ def run_job(
     except (InputError, AclLoadError) as exc:
         print(f"aclgate {job}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KafkaJarsMissing as exc:
+        print(f"aclgate {job}: {exc}", file=sys.stderr)
+        return EXIT_NO_SPARK
     finally:
         if existing is None:
             spark.stop()

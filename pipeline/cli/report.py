@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import argparse
 
-from aclgate.pipeline.cli.common import add_audit_args, add_policy_args, add_spark_args, run_job
+from aclgate.pipeline.cli.common import (
+    add_audit_args,
+    add_policy_args,
+    add_spark_args,
+    kafka_from_args,
+    run_job,
+    usage_error,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,8 +42,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from aclgate.pipeline.report import ReportOptions, run_report
 
+    try:
+        kafka = kafka_from_args(args)
+    except ValueError as exc:
+        return usage_error("report", exc)
     opts = ReportOptions(
         audit=args.audit,
+        kafka=kafka,
         out=args.out,
         acl_file=args.acl_file,
         since=args.since,

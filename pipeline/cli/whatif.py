@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import argparse
 
-from aclgate.pipeline.cli.common import add_audit_args, add_policy_args, add_spark_args, run_job
+from aclgate.pipeline.cli.common import (
+    add_audit_args,
+    add_policy_args,
+    add_spark_args,
+    kafka_from_args,
+    run_job,
+    usage_error,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +39,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from aclgate.pipeline.whatif_job import WhatifOptions, run_whatif
 
+    try:
+        kafka = kafka_from_args(args)
+    except ValueError as exc:
+        return usage_error("whatif", exc)
     opts = WhatifOptions(
         audit=args.audit,
+        kafka=kafka,
         out=args.out,
         candidate_acl_file=args.candidate_acl_file,
         super_users=args.super_users,

@@ -40,6 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "aclgate.pipeline.cli.whatif",
         "Spark: replay audit logs against a candidate ACL file",
     ),
+    "stream": (
+        "aclgate.pipeline.cli.stream",
+        "Spark: the audit topic, continuously, into windows, alerts and Parquet",
+    ),
     "audit-sample": (
         "aclgate.pipeline.cli.sample",
         "generate a synthetic audit log for demos and benchmarks",
