@@ -5,7 +5,8 @@ the identifying fields that also exist in the request entry `source` are copied 
 partition indexes, topic ids: IDENTITY_FIELDS), and nested arrays mirror the request's arrays,
 so a denied request gets one error entry per topic and partition it named; everything else
 takes the schema default, or -1 for offsets, epochs and timestamps (Kafka's INVALID_*
-constants), or an empty value.
+constants; not the group protocols' member, group and assignment epochs, which Kafka leaves at
+0), or an empty value.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from aclgate.protocol.enforce.messages import DEFAULT_MESSAGES
 
 #: numeric fields Kafka fills with -1 in error entries (INVALID_OFFSET, UNKNOWN_EPOCH, ...)
 _MINUS_ONE = re.compile(r"offset|timestamp|epoch|watermark|time$|replica$|_id$|_index$|count$")
+#: the group protocols' epochs (KIP-848, 932, 1071): Kafka's getErrorResponse leaves them at
+#: the schema's 0 (heartbeats' member_epoch, described groups' group and assignment epochs)
+_ZERO_EPOCHS = frozenset(
+    {"member_epoch", "group_epoch", "assignment_epoch", "endpoint_information_epoch"}
+)
 #: response field name -> request field name, where an entry's identity is named differently
 Aliases = dict[str, str]
 #: the only scalar fields copied from the request: those that identify an entry. Kafka's
@@ -112,7 +118,7 @@ def _zero(name: str, tp: Any, nullable: bool, kafka_type: str | None) -> Any:
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, ErrorCode.none)
     if isinstance(tp, type) and issubclass(tp, int):
-        return tp(-1 if _MINUS_ONE.search(name) else 0)
+        return tp(-1 if _MINUS_ONE.search(name) and name not in _ZERO_EPOCHS else 0)
     return None
 
 

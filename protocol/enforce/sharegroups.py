@@ -124,6 +124,14 @@ def internal_topics(topology: KioBody) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _streams_error(header: RequestHeader, request: KioBody, code: ErrorCode) -> KioBody:
+    """Kafka's StreamsGroupHeartbeat error answer: `status` empty, not null (the schema has
+    no null default); the task lists and `partitions_by_user_endpoint` null (their schema
+    default), not mirrored from the request's task lists."""
+    nulls = dict.fromkeys(("active_tasks", "standby_tasks", "warmup_tasks"))
+    return error_body(header, request, code, status=(), **nulls)
+
+
 class StreamsGroupHeartbeatHandler(ApiHandler):
     def describe(self) -> str:
         return (
@@ -142,7 +150,7 @@ class StreamsGroupHeartbeatHandler(ApiHandler):
         request: KioBody,
     ) -> None:
         if not ctx.check(header, READ, GROUP, request.group_id):
-            answer(session, header, error_body(header, request, GROUP_DENIED))
+            answer(session, header, _streams_error(header, request, GROUP_DENIED))
             return
         topics = topology_topics(request.topology)
         prohibited = [t for t in topics if t in INTERNAL_TOPICS]
@@ -154,11 +162,11 @@ class StreamsGroupHeartbeatHandler(ApiHandler):
                 if prohibited
                 else f"Topic names {','.join(invalid)} are not valid topic names."
             )
-            body = error_body(header, request, ErrorCode.streams_invalid_topology)
+            body = _streams_error(header, request, ErrorCode.streams_invalid_topology)
             answer(session, header, dataclasses.replace(body, error_message=message))
             return
         if _first_denied_topic(ctx, header, topics):
-            answer(session, header, error_body(header, request, TOPIC_DENIED))
+            answer(session, header, _streams_error(header, request, TOPIC_DENIED))
             return
         # Kafka creates missing internal topics itself after CREATE checks on the member's
         # principal; through the proxy the broker would check the proxy's own identity, so
@@ -167,7 +175,7 @@ class StreamsGroupHeartbeatHandler(ApiHandler):
         if creatable and not ctx.check_cluster(header, CREATE, log_if_denied=False):
             denied = [t for t in creatable if not ctx.check(header, CREATE, TOPIC, t)]
             if denied:
-                body = error_body(header, request, TOPIC_DENIED)
+                body = _streams_error(header, request, TOPIC_DENIED)
                 message = f"Unauthorized to CREATE on topics {', '.join(denied)}."
                 answer(session, header, dataclasses.replace(body, error_message=message))
                 return

@@ -1439,6 +1439,18 @@ class Observer(Client):
         finally:
             c.close()
 
+    def topic_id(self, topic: str) -> str:
+        """The topic's id on this side's cluster, for requests that name topics by id."""
+        from confluent_kafka import TopicCollection
+
+        fut = self._admin().describe_topics(
+            TopicCollection([self.t(topic)]), request_timeout=STEP_TIMEOUT
+        )[self.t(topic)]
+        tid = fut.result(STEP_TIMEOUT).topic_id
+        mask = (1 << 64) - 1
+        msb, lsb = tid.get_most_significant_bits(), tid.get_least_significant_bits()
+        return str(uuid.UUID(int=((msb & mask) << 64) | (lsb & mask)))
+
     def partition_count(self, topic: str) -> int | str:
         md = self._admin().list_topics(topic=self.t(topic), timeout=STEP_TIMEOUT)
         tm = md.topics.get(self.t(topic))
@@ -1510,6 +1522,10 @@ class Scenario:
     acls: tuple[Acl, ...] = ()
     principals: tuple[str, ...] = ("User:ANONYMOUS",)
     xfail: str | None = None  # a known proxy difference: the exact difference and the file
+    #: step name -> why it differs: a deliberate difference listed in docs/design.md
+    #: ("Deliberate differences from Apache Kafka"). Such a step must still differ (an
+    #: explanation that no longer applies fails the test), other steps must be equal.
+    explained: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -1525,20 +1541,38 @@ class Comparison:
     def rows(self) -> list[tuple[Outcome | None, Outcome | None]]:
         return list(itertools.zip_longest(self.left, self.right))
 
+    @staticmethod
+    def _differ(a: Outcome | None, b: Outcome | None) -> bool:
+        return (
+            a is None
+            or b is None
+            or (a.step, a.principal, a.result) != (b.step, b.principal, b.result)
+        )
+
+    def _explained(self, a: Outcome | None, b: Outcome | None) -> bool:
+        return (
+            a is not None
+            and b is not None
+            and (a.step, a.principal) == (b.step, b.principal)
+            and a.step in self.scenario.explained
+        )
+
     def differences(self) -> list[tuple[Outcome | None, Outcome | None]]:
-        out = []
-        for a, b in self.rows:
-            if (
-                a is None
-                or b is None
-                or (a.step, a.principal, a.result) != (b.step, b.principal, b.result)
-            ):
-                out.append((a, b))
-        return out
+        """Differing rows that no explanation covers."""
+        return [(a, b) for a, b in self.rows if self._differ(a, b) and not self._explained(a, b)]
+
+    def explained_differences(self) -> list[tuple[Outcome, Outcome]]:
+        return [(a, b) for a, b in self.rows if self._differ(a, b) and self._explained(a, b)]  # type: ignore[misc]
+
+    def stale_explanations(self) -> list[str]:
+        """Explained steps that no longer differ, or that the script never ran."""
+        differing = {a.step for a, _ in self.explained_differences()}
+        return sorted(set(self.scenario.explained) - differing)
 
     @property
     def equal(self) -> bool:
-        return not self.differences()
+        """No unexplained difference, and every explained one still there."""
+        return not self.differences() and not self.stale_explanations()
 
     def render(self, width: int = 120, only_differences: bool = False) -> str:
         return render_diff(self, width, only_differences)
@@ -1584,12 +1618,16 @@ def render_diff(c: Comparison, width: int = 120, only_differences: bool = False)
     """Readable side by side: one line per equal step, both outcomes for a differing one."""
     col = (width - 6) // 2
     diffs = c.differences()
+    explained = c.explained_differences()
     head = (
         f"scenario {c.scenario.name}: "
         + (f"{len(diffs)} of {len(c.rows)} steps differ" if diffs else "no difference")
+        + (f", {len(explained)} explained" if explained else "")
         + f" ({c.seconds:.1f}s)"
     )
     lines = [head, f"  left  = {c.reference.label}", f"  right = {c.candidate.label}"]
+    for step in c.stale_explanations():
+        lines.append(f"  STALE explanation: step {step!r} does not differ (any more)")
     if c.scenario.acls:
         lines.append("  ACLs:")
         lines += [f"    {a.describe()}" for a in c.scenario.acls]
@@ -1597,17 +1635,21 @@ def render_diff(c: Comparison, width: int = 120, only_differences: bool = False)
         some = a or b
         assert some is not None
         same = (a, b) not in diffs
-        if same and only_differences:
+        why = c.scenario.explained.get(some.step) if (a, b) in explained else None
+        if same and why is None and only_differences:
             continue
         slow = max(o.seconds for o in (a, b) if o is not None)
         took = f" ({slow:.1f}s)" if slow >= 2 else ""
         title = f"{n:>2} {some.step} [{some.principal.removeprefix('User:')}]{took}"
-        if same:
+        if same and why is None:
             summary = some.result if isinstance(some.result, str) else _compact(some.result)
             summary = textwrap.shorten(summary, width - len(title) - 8, placeholder=" …")
             lines.append(f"  = {title}: {summary}")
             continue
-        lines.append(f"  ≠ {title}")
+        if why is not None:
+            lines.append(f"  ~ {title}  (explained: {why})")
+        else:
+            lines.append(f"  ≠ {title}")
         if a and b and (a.step, a.principal) != (b.step, b.principal):
             lines.append(f"      right side ran step {b.step!r} as {b.principal} here")
         left = _pretty(a.result) if a else ["<no such step>"]

@@ -26,10 +26,12 @@ from typing import Any
 
 from kio.static._phantom import PhantomMeta
 
-#: answer fields never compared, each with the harness normalization (NORMALIZATIONS) it
+#: answer fields not compared, each with the harness normalization (NORMALIZATIONS) it
 #: belongs to: "messages" (message strings), "addresses" (hosts, ports, cluster and topic
 #: ids, log directory paths and their sizes), "timing" (throttle times, member and producer
-#: ids and epochs, timestamps, coordinator-assigned values)
+#: ids and epochs, timestamps, coordinator-assigned values). "timing" fields are compared in
+#: an entry carrying an error (and below it): there they are Kafka's error defaults, which
+#: the proxy must give too when it answers by itself.
 DROPPED_FIELDS: dict[str, str] = {
     "throttle_time": "timing",
     "error_message": "messages",
@@ -71,6 +73,10 @@ DROPPED_FIELDS: dict[str, str] = {
     "leader_endpoints": "addresses",
     "current_leader": "addresses",
     "subscribed_topic_regex": "timing",
+    "active_tasks": "timing",
+    "standby_tasks": "timing",
+    "warmup_tasks": "timing",
+    "status_detail": "messages",
 }
 
 #: fields holding a topic, group or transactional-id name: entries of answer arrays naming
@@ -117,6 +123,7 @@ def normalize(
     drop: frozenset[str] = frozenset(),
     foreign: bool = True,
     unordered: frozenset[str] = frozenset(),
+    in_error: bool = False,
 ) -> Any:
     """The answer as JSON-able data: error codes as names, bitfields as operation names,
     records decoded, DROPPED_FIELDS (and `drop`) left out, entries naming another run's or
@@ -125,10 +132,12 @@ def normalize(
     from tests.equivalence.harness import _decode_records, authorized_ops, error_name
 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        in_error = in_error or bool(getattr(value, "error_code", 0))
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             name = f.name
-            if name in DROPPED_FIELDS or name in drop:
+            kind = DROPPED_FIELDS.get(name)
+            if name in drop or (kind is not None and not (kind == "timing" and in_error)):
                 continue
             v = getattr(value, name)
             if name.endswith("error_code") or name == "error":
@@ -138,18 +147,25 @@ def normalize(
             elif name == "records" and isinstance(v, bytes | None):
                 out[name] = _decode_records(v)
             else:
-                v = normalize(v, owns, drop=drop, foreign=foreign, unordered=unordered)
+                v = normalize(
+                    v, owns, drop=drop, foreign=foreign, unordered=unordered, in_error=in_error
+                )
                 if name in unordered and isinstance(v, list):
                     v = sorted(v, key=lambda i: json.dumps(i, sort_keys=True))
                 out[name] = v
         return out
     if isinstance(value, tuple | list):
-        items = [normalize(v, owns, drop=drop, foreign=foreign, unordered=unordered) for v in value]
+        items = [
+            normalize(v, owns, drop=drop, foreign=foreign, unordered=unordered, in_error=in_error)
+            for v in value
+        ]
         return [i for i in items if not (foreign and _foreign(i, owns))]
     if isinstance(value, uuid.UUID):
         return "zero-uuid" if value.int == 0 else "uuid"  # normalization "addresses"
-    if isinstance(value, datetime.timedelta | datetime.datetime):
-        return None  # normalization "timing"
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds() if in_error else None  # normalization "timing"
+    if isinstance(value, datetime.datetime):
+        return value.isoformat() if in_error else None
     if isinstance(value, bytes):
         return value.hex()
     return value

@@ -13,6 +13,7 @@ import pytest
 from tests.equivalence.harness import Scenario, run_scenario
 from tests.equivalence.scenarios import ANON_SCENARIOS, OPEN, SASL_SCENARIOS
 from tests.equivalence.scenarios_admin import ADMIN_SCENARIOS
+from tests.equivalence.scenarios_groups import GROUP_SCENARIOS
 
 pytestmark = pytest.mark.kafka
 WATCHDOG_SECONDS = 300
@@ -56,6 +57,12 @@ def test_anonymous_with_acls(scenario, anon_targets):
 @pytest.mark.parametrize("scenario", _params(ADMIN_SCENARIOS))
 def test_admin_apis(scenario, anon_targets):
     """Issue 13: the admin APIs, User:ANONYMOUS, Kafka's StandardAuthorizer vs. aclgate."""
+    _check(scenario, anon_targets)
+
+
+@pytest.mark.parametrize("scenario", _params(GROUP_SCENARIOS))
+def test_share_and_streams_groups(scenario, anon_targets):
+    """Issue 13: share and streams groups, Kafka's StandardAuthorizer vs. aclgate."""
     _check(scenario, anon_targets)
 
 
