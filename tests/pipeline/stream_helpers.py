@@ -45,9 +45,11 @@ ACL_CHANGE = json.dumps(
 )
 
 
-def sample_lines(tmp: Path, events: int, seed: int = 7, minutes: float = 20) -> list[str]:
+def sample_lines(
+    tmp: Path, events: int, seed: int = 7, minutes: float = 20, start: str = START
+) -> list[str]:
     """`events` lines of the synthetic fleet (aclgate audit-sample) over `minutes`."""
-    spec = SampleSpec(events, to_micros(parse_user_time(START)), minutes / 60, seed)
+    spec = SampleSpec(events, to_micros(parse_user_time(start)), minutes / 60, seed)
     (path,) = write_sample(spec, str(tmp / f"sample-{seed}-{events}.jsonl"), jobs=1)
     return Path(path).read_text(encoding="utf-8").splitlines()
 
