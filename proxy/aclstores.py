@@ -30,7 +30,11 @@ def open_acl_backend(config: ProxyConfig, authorizer: Authorizer) -> AclBackend 
 
 
 def protected_topics(config: ProxyConfig) -> frozenset[str]:
-    """The topics the store keeps for itself, which no ACL can open through the proxy
-    (protocol/enforce/protected.py): the `kafka` store's topic, also when it lives on another
-    cluster (a topic of that name on the fronted one is then just as untouchable)."""
-    return frozenset({config.acl_topic}) if config.acl_store == "kafka" else frozenset()
+    """The topics aclgate keeps for itself, which no ACL can open through the proxy
+    (protocol/enforce/protected.py): the `kafka` store's topic and the audit topic
+    (--audit-topic), also when they live on another cluster (a topic of that name on the
+    fronted one is then just as untouchable)."""
+    topics = {config.acl_topic} if config.acl_store == "kafka" else set()
+    if config.audit_topic is not None:
+        topics.add(config.audit_topic)
+    return frozenset(topics)

@@ -4,24 +4,19 @@
 Denied decisions are written one line each as they happen; allowed decisions are aggregated
 per window (same principal, host, client id, API, operation, resource and rule) into one line
 with a `count`. Past `denied_per_second` denied lines, further denials of the second are
-aggregated the same way (counted in aclgate_audit_denied_aggregated_total), so a storm costs
-little and nothing is lost. Denial lines reach the OS as they are written; the rest is flushed
-every second (`tick`), and the aggregates of the current window when it ends or on close.
+aggregated the same way (counted in aclgate_audit_denied_aggregated_total) but written at the
+next tick, within a second: a storm costs little, and every denial is in the trail, as a line
+of its own or in the `count` of an aggregated line.
 
-Files rotate by size: the live file is PATH; a full one is renamed to
-PATH-<UTC timestamp>-<sequence>.jsonl and gzipped in the background to .jsonl.gz; at most
-`keep` rotated files are kept (0, the default, keeps all). Readers (the Spark pipeline) accept plain and .gz files.
+Each line is built once and handed to every sink (proxy/auditsink.py): the file
+(proxy/auditfile.py, rotated by size) and/or the Kafka topic (proxy/auditkafka.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import gzip
 import json
 import logging
-import os
-import shutil
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +24,8 @@ from typing import Any
 
 from aclgate.authz.decision import Decision
 from aclgate.authz.model import AclBinding
+from aclgate.proxy.auditfile import AuditFile
+from aclgate.proxy.auditsink import AuditSink
 
 log = logging.getLogger("aclgate.audit")
 SCHEMA_VERSION = 1
@@ -41,7 +38,7 @@ def iso(ts: float) -> str:
 class AuditLog:
     def __init__(
         self,
-        path: Path,
+        path: Path | None,
         proxy_name: str,
         max_bytes: int = 100 * 1024 * 1024,
         keep: int = 0,
@@ -49,26 +46,30 @@ class AuditLog:
         denied_per_second: int = 1000,
         compress: bool = True,
         clock=time.time,
+        sinks: Sequence[AuditSink] = (),
     ):
-        self.path = Path(path)
+        """`path`: the audit file (None: no file); `sinks`: more sinks (the Kafka topic)."""
+        self.file = AuditFile(path, max_bytes, keep, compress) if path is not None else None
+        self.sinks: list[AuditSink] = ([self.file] if self.file is not None else []) + list(sinks)
         self.proxy_name = proxy_name
-        self.max_bytes = max_bytes
-        self.keep = keep
         self.window = window
         self.denied_per_second = denied_per_second
-        self.compress = compress
         self.clock = clock
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
-        self._size = self._file.tell()
-        self._sequence = 0
         self._aggregates: dict[tuple, list] = {}
+        #: denials past the per-second limit: written at the next tick, not the window's end
+        self._denied_aggregates: dict[tuple, list] = {}
         self._window_start = clock()
         self._second = int(clock())
         self._denied_this_second = 0
         self.lines_written = 0
         self.denied_aggregated = 0
-        self._compressors: list[threading.Thread] = []
+
+    @property
+    def path(self) -> Path:
+        """The live audit file (only with a file sink)."""
+        if self.file is None:
+            raise AttributeError("this audit log writes no file")
+        return self.file.path
 
     # --------------------------------------------------------------------- recording
 
@@ -96,15 +97,17 @@ class AuditLog:
                 self._second, self._denied_this_second = second, 0
             self._denied_this_second += 1
             if self._denied_this_second <= self.denied_per_second:
-                self._write(self._event(key, now, None, 1))
-                # in the OS at once: a crash of the proxy (kill -9, OOM) loses no denial line;
-                # the rate limit bounds these writes
-                self._file.flush()
+                # urgent: in the OS (and queued for the topic) at once, so a crash of the
+                # proxy (kill -9, OOM) loses no denial line; the rate limit bounds these writes
+                self._write(self._event(key, now, None, 1), urgent=True)
                 return
             self.denied_aggregated += 1
-        entry = self._aggregates.get(key)
+            aggregates = self._denied_aggregates
+        else:
+            aggregates = self._aggregates
+        entry = aggregates.get(key)
         if entry is None:
-            self._aggregates[key] = [now, now, 1]
+            aggregates[key] = [now, now, 1]
         else:
             entry[1] = now
             entry[2] += 1
@@ -141,22 +144,32 @@ class AuditLog:
                 "error": error,
                 "added": [b.to_dict() for b in added],
                 "removed": [b.to_dict() for b in removed],
-            }
+            },
+            urgent=True,
         )
-        self._file.flush()
 
     def tick(self) -> None:
-        """Write the aggregated lines of a finished window (called periodically)."""
+        """Write the aggregated denials, and the aggregated lines of a finished window
+        (called about once a second)."""
         now = self.clock()
+        if self._denied_aggregates:
+            denied, self._denied_aggregates = self._denied_aggregates, {}
+            self._write_aggregates(denied, urgent=True)
         if now - self._window_start >= self.window:
             self.flush_aggregates()
             self._window_start = now
-        self._file.flush()
+        for sink in self.sinks:
+            sink.tick()
 
     def flush_aggregates(self) -> None:
+        denied, self._denied_aggregates = self._denied_aggregates, {}
+        self._write_aggregates(denied, urgent=True)
         aggregates, self._aggregates = self._aggregates, {}
+        self._write_aggregates(aggregates, urgent=False)
+
+    def _write_aggregates(self, aggregates: dict[tuple, list], urgent: bool) -> None:
         for key, (first, last, count) in aggregates.items():
-            self._write(self._event(key, last, first if count > 1 else None, count))
+            self._write(self._event(key, last, first if count > 1 else None, count), urgent)
 
     def _event(self, key: tuple, ts: float, ts_first: float | None, count: int) -> dict[str, Any]:
         (listener, principal, host, client_id, api, api_key, api_version, operation, resource_type,
@@ -185,59 +198,20 @@ class AuditLog:
 
     # ----------------------------------------------------------------------- writing
 
-    def _write(self, event: dict[str, Any]) -> None:
+    def _write(self, event: dict[str, Any], urgent: bool = False) -> None:
         line = json.dumps(event, separators=(",", ":")) + "\n"
-        self._file.write(line)
-        self._size += len(line)
+        key = event["principal"]
+        for sink in self.sinks:
+            sink.write(line, key, urgent)
         self.lines_written += 1
-        if self._size >= self.max_bytes:
-            self.rotate()
 
     def rotate(self) -> Path:
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        self._sequence += 1
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        rotated = self.path.with_name(f"{self.path.stem}-{stamp}-{self._sequence:06d}.jsonl")
-        os.replace(self.path, rotated)
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
-        self._size = 0
-        if self.compress:
-            worker = threading.Thread(target=self._gzip, args=(rotated,), daemon=True)
-            worker.start()
-            self._compressors = [t for t in self._compressors if t.is_alive()] + [worker]
-        else:
-            self._prune()
-        return rotated
-
-    def _gzip(self, path: Path) -> None:
-        target = path.with_suffix(".jsonl.gz")
-        tmp = target.with_name(target.name + ".tmp")
-        try:
-            with open(path, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            os.replace(tmp, target)
-            path.unlink()
-        except OSError as exc:
-            log.error("could not compress rotated audit file %s: %s (kept uncompressed)", path, exc)
-        self._prune()
-
-    def _prune(self) -> None:
-        if self.keep <= 0:  # keep everything (the default): the analytics jobs read these
-            return
-        rotated = sorted(self.path.parent.glob(f"{self.path.stem}-*.jsonl*"))
-        rotated = [p for p in rotated if not p.name.endswith(".tmp")]
-        for old in rotated[: max(0, len(rotated) - self.keep)]:
-            try:
-                old.unlink()
-            except OSError:
-                pass
+        """Rotate the audit file now (only with a file sink)."""
+        if self.file is None:
+            raise AttributeError("this audit log writes no file")
+        return self.file.rotate()
 
     def close(self) -> None:
         self.flush_aggregates()
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        for worker in self._compressors:
-            worker.join(30)
+        for sink in self.sinks:
+            sink.close()

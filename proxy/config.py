@@ -398,6 +398,39 @@ class ProxyConfig:
     proxy_name: str | None = _setting(
         metavar="NAME", help="this instance's name in audit events (default HOST:PORT of --listen)"
     )
+    audit_topic: str | None = _setting(
+        metavar="NAME",
+        help="also send every audit event to this Kafka topic (key: the principal; value: the "
+        "JSON line of docs/audit.md), with or without --audit-file; created with the cluster's "
+        "defaults if missing; hidden from and denied to everyone but super users through the "
+        "proxy. Lines the topic cannot take are kept in --audit-spool and sent when it can",
+    )
+    audit_bootstrap: str | None = _setting(
+        metavar="HOST:PORT,...",
+        help="--audit-topic: the cluster holding it (default: the --upstream cluster), reached "
+        "with the proxy's own upstream identity and security settings",
+    )
+    audit_spool: Path | None = _setting(
+        parse=Path,
+        metavar="DIR",
+        help="--audit-topic: directory of the lines the topic has not taken yet, sent oldest "
+        "first when it can (default: _<audit file name>-spool beside --audit-file; needed "
+        "without --audit-file)",
+    )
+    audit_spool_max_bytes: int = _setting(
+        256 * 1024 * 1024,
+        parse=parse_size,
+        metavar="BYTES",
+        help="--audit-topic: the spool's size limit; past it lines are lost, counted in "
+        "aclgate_audit_sink_dropped_total and logged (default 256MiB)",
+    )
+    audit_delivery_timeout: float = _setting(
+        10.0,
+        parse=float,
+        metavar="SECONDS",
+        help="--audit-topic: how long a line may wait for the topic before it goes to the "
+        "spool (librdkafka's message.timeout.ms) (default 10)",
+    )
 
     # --------------------------------------------------------- client-side security
     listener_security_protocol: str = _setting(
@@ -582,6 +615,15 @@ class ProxyConfig:
     # ------------------------------------------------------------------ derived values
 
     @property
+    def audit_spool_dir(self) -> Path | None:
+        """Where the audit topic's spool lives: --audit-spool, or beside the audit file."""
+        if self.audit_spool is not None:
+            return self.audit_spool
+        if self.audit_file is None:
+            return None
+        return self.audit_file.with_name(f"_{self.audit_file.stem}-spool")
+
+    @property
     def client_host(self) -> str:
         """The host clients are told to connect to for per-broker ports."""
         if self.advertised_host:
@@ -608,6 +650,8 @@ class ProxyConfig:
         for name in (
             "connect_timeout",
             "audit_window",
+            "audit_delivery_timeout",
+            "audit_spool_max_bytes",
             "connections_max_idle_ms",
             "authentication_timeout_ms",
             "partial_request_timeout_ms",
@@ -646,8 +690,25 @@ class ProxyConfig:
                 f"acl_file: {self.acl_file} does not exist (create it with `aclgate acls --acl-file "
                 f"{self.acl_file} --add ...`, or pass --acl-file-missing-ok to start with an empty policy)"
             )
+        self._validate_audit_topic()
         self._validate_security()
         return self
+
+    def _validate_audit_topic(self) -> None:
+        if self.audit_topic is None:
+            for name in ("audit_bootstrap", "audit_spool"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"{name} is only used with --audit-topic")
+            return
+        if not self.audit_topic.strip():
+            raise ConfigError("audit_topic: empty topic name")
+        if self.audit_spool_dir is None:
+            raise ConfigError(
+                "audit_topic needs --audit-spool DIR (or --audit-file, beside which the spool "
+                "then lives): the lines the topic cannot take yet are kept there"
+            )
+        if self.acl_store == "kafka" and self.audit_topic == self.acl_topic:
+            raise ConfigError(f"audit_topic {self.audit_topic} is also the ACL store's --acl-topic")
 
     @property
     def sasl_mechanism_list(self) -> tuple[str, ...]:

@@ -18,21 +18,24 @@ if TYPE_CHECKING:
     from aclgate.proxy.kafkaaclstore import KafkaStoreSettings
 
 
-def _first_line(path: object, what: str) -> str:
+def _first_line(path: object, what: str, who: str) -> str:
     try:
         with open(str(path), encoding="utf-8") as f:
             line = f.readline().rstrip("\r\n")
     except OSError as exc:
-        raise ConfigError(f"ACL store: cannot read the {what} {path}: {exc}") from None
+        raise ConfigError(f"{who}: cannot read the {what} {path}: {exc}") from None
     if not line:
-        raise ConfigError(f"ACL store: the {what} {path} has an empty first line")
+        raise ConfigError(f"{who}: the {what} {path} has an empty first line")
     return line
 
 
-def client_config(config: ProxyConfig) -> dict[str, str]:
-    """librdkafka settings for the proxy's upstream identity."""
+def client_config(
+    config: ProxyConfig, client_id: str = "aclgate-acl-store", who: str = "ACL store"
+) -> dict[str, str]:
+    """librdkafka settings for the proxy's upstream identity (also the audit topic's, with its
+    own client id; `who` names the user in errors)."""
     protocol = config.upstream_security_protocol
-    out = {"security.protocol": protocol.lower(), "client.id": "aclgate-acl-store"}
+    out = {"security.protocol": protocol.lower(), "client.id": client_id}
     if protocol in ("SSL", "SASL_SSL"):
         files = {
             "ssl.ca.location": config.upstream_ssl_cafile,
@@ -53,13 +56,15 @@ def client_config(config: ProxyConfig) -> dict[str, str]:
             )
             out["sasl.oauthbearer.client.id"] = str(config.upstream_sasl_oauthbearer_client_id)
             out["sasl.oauthbearer.client.secret"] = _first_line(
-                config.upstream_sasl_oauthbearer_client_secret_file, "client secret file"
+                config.upstream_sasl_oauthbearer_client_secret_file, "client secret file", who
             )
             if config.upstream_sasl_oauthbearer_scope:
                 out["sasl.oauthbearer.scope"] = config.upstream_sasl_oauthbearer_scope
         else:
             out["sasl.username"] = str(config.upstream_sasl_username)
-            out["sasl.password"] = _first_line(config.upstream_sasl_password_file, "password file")
+            out["sasl.password"] = _first_line(
+                config.upstream_sasl_password_file, "password file", who
+            )
     return out
 
 

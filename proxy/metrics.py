@@ -159,12 +159,15 @@ class StateCollector(Collector):
         watcher: Callable[[], Any],
         audit: Callable[[], Any],
         acl_store: Callable[[], Any] = lambda: None,
+        audit_sink: Callable[[], Any] = lambda: None,
     ):
         self.authorizer = authorizer
         self.watcher = watcher
         self.audit = audit
         #: the ACL store's AclStoreStatus (proxy/aclbackend.py), or None without a store
         self.acl_store = acl_store
+        #: the audit topic's KafkaAuditSink (proxy/auditkafka.py), or None without one
+        self.audit_sink = audit_sink
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         a = self.authorizer
@@ -210,6 +213,42 @@ class StateCollector(Collector):
                 "Denials over the per-second limit, written as aggregated lines instead",
                 audit.denied_aggregated,
             )
+        sink = self.audit_sink()
+        if sink is not None:
+            yield from _audit_sink_metrics(sink)
+
+
+def _audit_sink_metrics(sink: Any) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The audit topic's sink (proxy/auditkafka.py): sent, spooled, lost, the spool's size."""
+    yield CounterMetricFamily(
+        "aclgate_audit_sink_sent",
+        "Audit lines the audit topic confirmed (acks=all), sent at once or from the spool",
+        sink.sent,
+    )
+    yield CounterMetricFamily(
+        "aclgate_audit_sink_spooled",
+        "Audit lines written to the spool because the audit topic could not take them yet",
+        sink.spooled,
+    )
+    dropped = CounterMetricFamily(
+        "aclgate_audit_sink_dropped",
+        "Audit lines lost to the topic: spool_full (the spool at its limit), rejected (refused "
+        "for good by the topic, e.g. too large), corrupt (a spooled line cut short or damaged)",
+        labels=["reason"],
+    )
+    for reason, count in sink.dropped.items():
+        dropped.add_metric([reason], count)
+    yield dropped
+    yield GaugeMetricFamily(
+        "aclgate_audit_sink_spool_bytes",
+        "Bytes of the audit spool's files on disk (bounded by --audit-spool-max-bytes)",
+        sink.spool_bytes,
+    )
+    yield GaugeMetricFamily(
+        "aclgate_audit_sink_spool_pending_bytes",
+        "Bytes of spooled audit lines the topic has not confirmed yet (0: all delivered)",
+        sink.spool_pending_bytes,
+    )
 
 
 def _acl_store_metrics(status: Any) -> Iterator[GaugeMetricFamily]:

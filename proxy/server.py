@@ -27,6 +27,7 @@ from aclgate.proxy.aclbackend import AclBackend, AclStoreError
 from aclgate.proxy.aclstore import AclFileError, AclFileWatcher
 from aclgate.proxy.aclstores import open_acl_backend, protected_topics
 from aclgate.proxy.audit import AuditLog
+from aclgate.proxy.auditkafka import KafkaAuditSink, topic_settings
 from aclgate.proxy.config import ProxyConfig
 from aclgate.proxy.connection import ClientConnection
 from aclgate.proxy.decisions import DecisionRecorder
@@ -113,6 +114,8 @@ class ProxyServer:
         #: where the ACLs live (proxy/aclbackend.py); None: no ACL store, an empty policy
         self.acl_backend: AclBackend | None = open_acl_backend(config, self.authorizer)
         self.audit: AuditLog | None = None
+        #: the audit topic's sink (proxy/auditkafka.py), with --audit-topic
+        self.audit_sink: KafkaAuditSink | None = None
         self.recorder = DecisionRecorder(self.metrics.hot.decisions, None)
         self.metrics.registry.register(
             StateCollector(
@@ -120,6 +123,7 @@ class ProxyServer:
                 lambda: self.watcher,
                 lambda: self.audit,
                 lambda: self.acl_backend.status() if self.acl_backend is not None else None,
+                lambda: self.audit_sink,
             )
         )
         self.policy = Policy(
@@ -291,13 +295,18 @@ class ProxyServer:
             )
             self.servers.append(server)
             self.bootstrap_address = server.sockets[0].getsockname()[:2]
-        if self.config.audit_file is not None:
+        if self.config.audit_topic is not None:
+            spool = self.config.audit_spool_dir
+            assert spool is not None  # validated: --audit-spool or --audit-file
+            self.audit_sink = KafkaAuditSink(topic_settings(self.config, spool))
+        if self.config.audit_file is not None or self.audit_sink is not None:
             self.audit = AuditLog(
                 self.config.audit_file,
                 self.config.proxy_name or "{}:{}".format(*self.bootstrap_address),
                 max_bytes=self.config.audit_max_bytes,
                 keep=self.config.audit_keep,
                 window=self.config.audit_window,
+                sinks=[self.audit_sink] if self.audit_sink is not None else [],
             )
             self.recorder.audit = self.audit
             self._tasks.append(loop.create_task(self._audit_ticker(self.audit)))
@@ -655,6 +664,8 @@ class ProxyServer:
         }
         if self.watcher is not None:
             details["acl_file_error"] = self.watcher.last_error
+        if self.audit_sink is not None:  # informs, never fails readiness (docs/audit.md)
+            details["audit_sink"] = self.audit_sink.status()
         if self.acl_backend is not None:
             status = self.acl_backend.status()
             details["acl_store"] = {

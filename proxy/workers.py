@@ -57,11 +57,15 @@ READY_MERGE: dict[str, Callable[[list[Any]], Any]] = {
 
 def worker_config(config: ProxyConfig, index: int) -> ProxyConfig:
     """Worker `index`'s configuration: no public health port (the supervisor has it) and an
-    audit file of its own (two processes cannot rotate one file)."""
+    audit file and audit spool of its own (two processes cannot rotate one file or share one
+    spool)."""
     audit = config.audit_file
     if audit is not None:
         audit = audit.with_name(f"{audit.stem}.worker-{index}{audit.suffix}")
-    return dataclasses.replace(config, metrics_listen=None, audit_file=audit)
+    spool = config.audit_spool
+    if spool is not None:
+        spool = spool.with_name(f"{spool.name}.worker-{index}")
+    return dataclasses.replace(config, metrics_listen=None, audit_file=audit, audit_spool=spool)
 
 
 @dataclass

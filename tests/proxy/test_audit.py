@@ -8,6 +8,7 @@ import json
 from aclgate.authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
 from aclgate.authz.model import AclBinding, AclOperation, ResourceType
 from aclgate.proxy.audit import AuditLog
+from aclgate.proxy.auditfile import AuditFile
 from aclgate.proxy.decisions import kafka_log_line
 
 SCHEMA_FIELDS = [
@@ -161,13 +162,13 @@ def test_rotated_files_are_compressed_in_a_worker_thread(tmp_path, monkeypatch):
     import threading
 
     seen = []
-    real = AuditLog._gzip
+    real = AuditFile._gzip
 
     def spy(self, path):
         seen.append(threading.current_thread() is threading.main_thread())
         real(self, path)
 
-    monkeypatch.setattr(AuditLog, "_gzip", spy)
+    monkeypatch.setattr(AuditFile, "_gzip", spy)
     log = AuditLog(tmp_path / "audit.jsonl", "p", max_bytes=20_000)
     for i in range(500):
         record(log, DEFAULT_DENY, name=f"topic-{i}")
@@ -183,3 +184,49 @@ def test_a_denial_line_reaches_the_file_before_any_flush(tmp_path):
     record(log, Decision(True, "ACL", None))  # allowed: aggregated, written when the window ends
     assert [e["principal"] for e in lines(log.path)] == ["User:mallory"]  # no tick, no close
     log.close()
+
+
+class ListSink:
+    """An AuditSink (proxy/auditsink.py) that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, bool]] = []
+
+    def write(self, line: str, key: str, urgent: bool) -> None:
+        self.lines.append((line, key, urgent))
+
+    def tick(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_denials_past_the_limit_reach_the_sinks_as_counted_lines_within_a_tick(tmp_path):
+    """No denial is aggregated away: past the per-second limit each one is still in the
+    `count` of a line, written at the next tick (not at the window's end) and marked urgent."""
+    clock = Clock()
+    sink = ListSink()
+    log = AuditLog(tmp_path / "audit.jsonl", "p", window=60, denied_per_second=3, clock=clock,
+                   sinks=[sink])  # fmt: skip
+    for _ in range(10):
+        record(log, DEFAULT_DENY, principal="User:mallory")
+    record(log, Decision(True, "ACL", None))  # allowed: waits for the window
+    clock.t += 1
+    log.tick()
+    events = [json.loads(text) for text, _, _ in sink.lines]
+    assert [e["count"] for e in events] == [1, 1, 1, 7]
+    assert all(e["decision"] == "DENIED" for e in events)
+    assert all(key == "User:mallory" and urgent for _, key, urgent in sink.lines)
+    assert [text for text, _, _ in sink.lines] == log.path.read_text().splitlines(keepends=True)
+    log.close()
+    assert json.loads(sink.lines[-1][0])["decision"] == "ALLOWED"
+
+
+def test_an_audit_log_without_a_file_feeds_its_sinks_only(tmp_path):
+    sink = ListSink()
+    log = AuditLog(None, "p", clock=Clock(), sinks=[sink])
+    record(log, DEFAULT_DENY)
+    log.close()
+    assert len(sink.lines) == 1 and log.lines_written == 1 and log.file is None
+    assert not list(tmp_path.iterdir())
