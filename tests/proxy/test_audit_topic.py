@@ -11,6 +11,8 @@ import collections
 import gc
 import json
 import logging
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -235,3 +237,40 @@ def test_a_spool_left_by_a_stopped_instance_is_sent_first_by_the_next(tansu, tmp
     records = read_topic(tansu.bootstrap, topic, 30)
     assert [value.decode() + "\n" for _, _, value in records] == lines
     assert second.spool_pending_bytes == 0 and not list(spool.glob("*.jsonl"))
+
+
+def test_audit_topic_settings_are_checked_and_the_topic_is_protected(tmp_path):
+    from aclgate.proxy.aclstores import protected_topics
+    from aclgate.proxy.config import ConfigError
+    from tests.fixtures.proxy import make_config
+
+    with pytest.raises(ConfigError, match="audit_topic needs --audit-spool"):
+        make_config("kafka-1:9092", audit_topic="audit")
+    with pytest.raises(ConfigError, match="audit_spool is only used with --audit-topic"):
+        make_config("kafka-1:9092", audit_spool=tmp_path / "spool")
+    with pytest.raises(ConfigError, match="also the ACL store's --acl-topic"):
+        make_config("kafka-1:9092", audit_topic="acls", audit_spool=tmp_path, acl_store="kafka",
+                    acl_topic="acls")  # fmt: skip
+    config = make_config("kafka-1:9092", audit_topic="audit", audit_file=tmp_path / "a.jsonl")
+    assert config.audit_spool_dir == tmp_path / "_a-spool"  # beside the file, never read as one
+    assert protected_topics(config) == frozenset({"audit"})
+    both = make_config("kafka-1:9092", audit_topic="audit", audit_spool=tmp_path,
+                       acl_store="kafka")  # fmt: skip
+    assert protected_topics(both) == frozenset({"audit", "__aclgate_acls"})
+
+
+def test_a_spool_in_use_stops_the_start_with_one_clear_line(tmp_path, tansu):
+    from aclgate.proxy.auditspool import AuditSpool
+
+    held = AuditSpool(tmp_path / "spool", max_bytes=1 << 20)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "aclgate", "serve", "--upstream", tansu.bootstrap,
+             "--listen", "127.0.0.1:0", "--audit-topic", "audit",
+             "--audit-spool", str(tmp_path / "spool")],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        held.close()
+    assert out.returncode == 1
+    assert "cannot start: audit spool" in out.stderr and "in use by another process" in out.stderr
