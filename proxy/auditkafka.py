@@ -144,7 +144,14 @@ class KafkaAuditSink:
         # each written by the sink thread only
         self.sent = 0
         self.spooled = 0
-        self.dropped: dict[str, int] = {"spool_full": 0, "rejected": 0, "corrupt": 0}
+        self.dropped: dict[str, int] = {
+            "spool_full": 0,
+            "rejected": 0,
+            "corrupt": 0,
+            "sink_failed": 0,
+        }
+        #: set if the thread died of a bug: lines are then counted as lost, not queued forever
+        self._dead = False
         self.spool_bytes = self.spool.size
         self.spool_pending_bytes = self.spool.pending_bytes
         self.last_error: str | None = None
@@ -156,6 +163,9 @@ class KafkaAuditSink:
     # ------------------------------------------------------------- event loop side
 
     def write(self, line: str, key: str, urgent: bool) -> None:
+        if self._dead:
+            self.dropped["sink_failed"] += 1
+            return
         self._queue.append((line, key))
 
     def tick(self) -> None:
@@ -198,7 +208,15 @@ class KafkaAuditSink:
                     break
             self._shutdown()
         except Exception:  # a bug: say so loudly; the file sink (if any) keeps the trail
-            log.exception("audit topic %s: the sink thread failed", self.settings.topic)
+            self._dead = True
+            self.dropped["sink_failed"] += len(self._queue)
+            self._queue.clear()
+            log.exception(
+                "audit topic %s: the sink thread failed; from now on audit lines are not sent "
+                "to the topic (counted in aclgate_audit_sink_dropped_total"
+                '{reason="sink_failed"}); restart aclgate',
+                self.settings.topic,
+            )
         finally:
             self.spool.close()
 

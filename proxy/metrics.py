@@ -233,7 +233,8 @@ def _audit_sink_metrics(sink: Any) -> Iterator[GaugeMetricFamily | CounterMetric
     dropped = CounterMetricFamily(
         "aclgate_audit_sink_dropped",
         "Audit lines lost to the topic: spool_full (the spool at its limit), rejected (refused "
-        "for good by the topic, e.g. too large), corrupt (a spooled line cut short or damaged)",
+        "for good by the topic, e.g. too large), corrupt (a spooled line cut short or damaged), "
+        "sink_failed (the sink's thread died of a bug)",
         labels=["reason"],
     )
     for reason, count in sink.dropped.items():

@@ -274,3 +274,22 @@ def test_a_spool_in_use_stops_the_start_with_one_clear_line(tmp_path, tansu):
         held.close()
     assert out.returncode == 1
     assert "cannot start: audit spool" in out.stderr and "in use by another process" in out.stderr
+
+
+def test_a_sink_thread_that_dies_of_a_bug_counts_every_later_line_as_lost(
+    tmp_path, monkeypatch, caplog
+):
+    def broken(self) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(KafkaAuditSink, "_step", broken)
+    monkeypatch.setattr(KafkaAuditSink, "_ensure_topic", lambda self: None)
+    sink = KafkaAuditSink(
+        AuditTopicSettings(f"127.0.0.1:{free_port()}", "audit", tmp_path / "spool")
+    )
+    wait_until(lambda: not sink._thread.is_alive(), timeout=10)
+    for _ in range(3):
+        sink.write('{"principal":"User:a"}\n', "User:a", True)
+    assert sink.dropped["sink_failed"] == 3 and not sink._queue
+    assert "the sink thread failed" in caplog.text
+    sink.close()
