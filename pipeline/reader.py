@@ -114,16 +114,15 @@ def _line_frame(
             )
         )
     if files.parquet:
-        table = spark.read.schema(audit_schema()).parquet(*files.parquet)
-        record = F.struct(
-            *[F.col(f.name) for f in audit_schema()],
-            F.lit(None).cast("string").alias(CORRUPT_COLUMN),
-        )
+        # _corrupt_record: `aclgate stream` keeps the text of a record that was not JSON of
+        # the schema there (other Parquet has no such column: null)
+        table = spark.read.schema(audit_schema(with_corrupt_column=True)).parquet(*files.parquet)
+        record = F.struct(*[F.col(f.name) for f in audit_schema(with_corrupt_column=True)])
         frames.append(
             table.select(
-                # no text: a bad row's text is rebuilt from its fields (`_text` below), so the
-                # good rows, nearly all of them, are not turned into JSON for nothing
-                F.lit(None).cast("string").alias("_raw"),
+                # no text but a kept corrupt record's: a bad row's text is rebuilt from its
+                # fields (`_text` below), so good rows are not turned into JSON for nothing
+                F.col(CORRUPT_COLUMN).alias("_raw"),
                 record.alias("_json"),
                 F.col("_metadata.file_path").alias("_file"),
                 F.col("_metadata.file_block_start").alias("_block"),

@@ -1,11 +1,13 @@
 """`aclgate stream`: the audit topic, continuously, into tables the batch jobs read.
 
-Four Structured Streaming queries, each with its own checkpoint under --checkpoint:
+Three Structured Streaming queries, each with its own checkpoint under --checkpoint:
 
-  events     Kafka -> every valid decision event, as Parquet partitioned by `date`
-             (the audit schema's columns, so `report`/`advise`/`whatif --audit OUT/events`
-             read it, plus `event_time` and the record's Kafka topic/partition/offset/timestamp)
-  malformed  Kafka -> the records that are not valid events (JSON Lines: where, why, text)
+  events     Kafka -> every decision record, as Parquet partitioned by `date` (the audit
+             schema's columns, so `report`/`advise`/`whatif --audit OUT/events` read it, plus
+             `event_time`, the record's Kafka topic/partition/offset/timestamp, and for a
+             record that is not a valid event `malformed` (the reason) and `_corrupt_record`
+             (the text, when it is not JSON of the schema); blank records and other event
+             kinds (`acl_change`) are skipped). The JSON is parsed once, here.
   denials    events -> denied decisions per event-time window, principal and resource
              (sum of `count`), with `alert` when the window reaches --alert-threshold
   acl_usage  events -> per window and ACL, the decisions the audit names it for (the
@@ -27,6 +29,7 @@ The alert lines come from the driver: after each batch it reads the newly commit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from aclgate.pipeline.acl_usage import named_usage
 from aclgate.pipeline.kafkasource import KafkaInput, stream_topic
 from aclgate.pipeline.reader import parse_json, validated
-from aclgate.pipeline.schema import audit_schema
+from aclgate.pipeline.schema import CORRUPT_COLUMN, audit_schema
 from aclgate.pipeline.sinklog import SINK_LOG, committed_batches
 
 if TYPE_CHECKING:
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 
     from aclgate.pipeline.spark import Progress
 
-TABLES = ("events", "malformed", "denials", "acl_usage")
+TABLES = ("events", "denials", "acl_usage")
 ALERTS_FILE = "alerts.jsonl"
 ALERTS_DONE = ".alerts-done.json"
 KAFKA_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp")
@@ -87,6 +90,8 @@ def events_schema() -> StructType:
     )
 
     extra = [
+        StructField(CORRUPT_COLUMN, StringType()),
+        StructField("malformed", StringType()),
         StructField("event_time", TimestampType()),
         StructField("kafka_topic", StringType()),
         StructField("kafka_partition", IntegerType()),
@@ -117,25 +122,27 @@ def checked_records(records: DataFrame) -> DataFrame:
         *KAFKA_COLUMNS,
         *[v[name].alias(name) for name in ("_blank", "_other", "_error", "_text")],
         *[j[f.name].alias(f.name) for f in audit_schema()],
+        j[CORRUPT_COLUMN].alias(CORRUPT_COLUMN),
         v["ts"].alias("event_time"),
     )
 
 
-def valid_events(checked: DataFrame) -> DataFrame:
+def event_records(checked: DataFrame) -> DataFrame:
+    """The events/ rows: valid events and malformed records (with the reason), not blank
+    records or other event kinds. Keeping the malformed ones here (rather than in a table of
+    their own) saves a second query parsing every record: the batch reader finds them again
+    by the same rules and lists them with their file and row."""
     from pyspark.sql import functions as F
 
-    good = F.col("_error").isNull() & ~F.col("_blank") & ~F.col("_other")
-    return checked.filter(good).select(
-        *[f.name for f in events_schema() if f.name != "date"],
-        F.to_date("event_time").alias("date"),
-    )
-
-
-def malformed_records(checked: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return checked.filter(F.col("_error").isNotNull()).select(
-        *KAFKA_COLUMNS, F.col("_error").alias("reason"), F.col("_text").alias("text")
+    # no event time for a malformed record: a bad `ts` must not move the watermark
+    event_time = F.when(F.col("_error").isNull(), F.col("event_time"))
+    return checked.filter(~F.col("_blank") & ~F.col("_other")).select(
+        *[f.name for f in audit_schema()],
+        CORRUPT_COLUMN,
+        F.col("_error").alias("malformed"),
+        event_time.alias("event_time"),
+        *KAFKA_COLUMNS,
+        F.to_date(event_time).alias("date"),
     )
 
 
@@ -147,7 +154,7 @@ def denial_windows(events: DataFrame, window: str, watermark: str, threshold: in
     # Allowed events are not filtered out (Spark would move that filter ahead of the
     # watermark, which would then follow denials only and leave windows open until the next
     # denial): they fall into one keyless group per window, dropped after the aggregation.
-    denied = F.col("decision") == "DENIED"
+    denied = (F.col("decision") == "DENIED") & F.col("malformed").isNull()
     enforced = F.col("enforced")
     counts = (
         events.withWatermark("event_time", watermark)
@@ -179,8 +186,11 @@ def acl_usage_windows(events: DataFrame, window: str, watermark: str) -> DataFra
     """Per window and ACL: what `report`'s acl_usage counts (acl_usage.named_usage)."""
     from pyspark.sql import functions as F
 
-    timed = events.withWatermark("event_time", watermark).withColumn(
-        "window", F.window("event_time", window)
+    # a malformed row's rule is made null: it then falls into the keyless group
+    timed = (
+        events.withWatermark("event_time", watermark)
+        .withColumn("window", F.window("event_time", window))
+        .withColumn("rule", F.when(F.col("malformed").isNull(), F.col("rule")))
     )
     first = F.coalesce(F.try_to_timestamp(F.col("ts_first")), F.col("event_time"))
     usage = named_usage(timed, F.col("count"), first, F.col("event_time"), by=("window",))
@@ -336,10 +346,7 @@ def run_stream(spark: SparkSession, opts: StreamOptions, progress: Progress) -> 
         f"reading {opts.kafka.topic} at {opts.kafka.bootstrap} into {out} (checkpoint {checkpoint})"
     )
     checked = checked_records(stream_topic(spark, opts.kafka, opts.max_offsets_per_trigger))
-    ingest = [
-        _start(valid_events(checked), "events", "parquet", out, checkpoint, opts, ("date",)),
-        _start(malformed_records(checked), "malformed", "json", out, checkpoint, opts),
-    ]
+    ingest = [_start(event_records(checked), "events", "parquet", out, checkpoint, opts, ("date",))]
     _wait_for_sink(out / "events", ingest[0])
     if opts.available_now:  # the windows must see everything the ingest wrote
         for query in ingest:
@@ -388,7 +395,7 @@ def run_stream(spark: SparkSession, opts: StreamOptions, progress: Progress) -> 
                 tail.poll()
     finally:
         for query in queries:
-            if query.isActive:
+            with contextlib.suppress(Exception):  # the JVM may be shutting down already
                 query.stop()
     return {"out": str(out), "checkpoint": str(checkpoint), **stats.totals}
 

@@ -109,7 +109,7 @@ def test_killed_stream_neither_loses_nor_double_counts(spark, kafka_single, tmp_
     )
     assert restarted.returncode == 0, restarted.stderr[-3000:]
 
-    events = spark.read.parquet(str(out / "events"))
+    events = spark.read.parquet(str(out / "events")).filter("malformed IS NULL")
     assert events.count() == n
     # what report/advise/whatif read: the files the sink log lists, not all files on disk
     listed = expand_inputs([str(out / "events")]).parquet
