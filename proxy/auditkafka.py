@@ -61,6 +61,9 @@ STOP_FLUSH_SECONDS = 5.0
 LOSS_LOG_INTERVAL = 10.0
 #: how often a missing audit topic may be created (tried again after unknown-topic errors)
 CREATE_INTERVAL = 10.0
+#: how long after a fatal producer error (e.g. no permission to get a producer id) a new
+#: producer is made; lines go to the spool meanwhile
+RENEW_INTERVAL = 5.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class KafkaAuditSink:
         self._stop = threading.Event()
         self._producer: Any = None
         self._fatal: Any = None
+        self._next_producer = 0.0
         self._failed: list[str] = []  # lines of failed direct deliveries, to spool
         self._batch: _Batch | None = None
         self._next_drain = 0.0
@@ -221,15 +225,20 @@ class KafkaAuditSink:
             self.spool.close()
 
     def _step(self) -> None:
-        if self._producer is None or self._fatal is not None:
-            self._renew_producer()
+        if self._fatal is not None:
+            self._drop_producer()
+        if self._producer is None and time.monotonic() >= self._next_producer:
+            self._producer = self._new_producer()
         lines = self._take()
         if lines:
-            if self._direct():
+            if self._producer is not None and self._direct():
                 self._produce_direct(lines)
             else:
                 self._to_spool([line for line, _ in lines])
-        self._producer.poll(0 if self._queue else POLL_SECONDS)
+        if self._producer is not None:
+            self._producer.poll(0 if self._queue else POLL_SECONDS)
+        elif not self._queue:
+            self._stop.wait(POLL_SECONDS)
         if self._failed:
             failed, self._failed = self._failed, []
             self._to_spool(failed)
@@ -266,19 +275,25 @@ class KafkaAuditSink:
             }
         )
 
-    def _renew_producer(self) -> None:
-        if self._producer is not None:
-            log.error(
-                "audit topic %s: fatal producer error (%s): its lines go to the spool, a new "
-                "producer takes over",
-                self.settings.topic,
-                self._fatal,
-            )
-            self._producer.purge()  # every line in it is reported failed: spooled
-            self._producer.poll(0)
-            self._producer.flush(0)
+    def _drop_producer(self) -> None:
+        """After a fatal error: every line in the producer is reported failed (spooled), and
+        a new producer is made RENEW_INTERVAL later."""
+        producer, self._producer = self._producer, None
+        self._note_failure(f"fatal producer error: {self._fatal}")
+        log.error(
+            "audit topic %s: fatal producer error (%s): its lines go to the spool, a new "
+            "producer in %.0f s",
+            self.settings.topic,
+            self._fatal,
+            RENEW_INTERVAL,
+        )
         self._fatal = None
-        self._producer = self._new_producer()
+        self._next_producer = time.monotonic() + RENEW_INTERVAL
+        if producer is not None:
+            producer.purge()
+            producer.poll(0)
+            producer.flush(0)
+            producer.close()
 
     def _on_error(self, err: Any) -> None:
         self.last_error = str(err)
@@ -375,7 +390,12 @@ class KafkaAuditSink:
                 )
                 self.last_error = None
                 self._outage_logged = False
-        if self.spool.empty or time.monotonic() < self._next_drain or self._stop.is_set():
+        if (
+            self.spool.empty
+            or self._producer is None
+            or time.monotonic() < self._next_drain
+            or self._stop.is_set()
+        ):
             return
         if self._topic_missing:
             self._ensure_topic()
@@ -444,14 +464,12 @@ class KafkaAuditSink:
 
     def _shutdown(self) -> None:
         """Give lines in flight a few seconds, then spool what is still undelivered."""
-        producer = self._producer
-        if producer is None:
-            return
-        producer.flush(STOP_FLUSH_SECONDS)
-        producer.purge()  # what is left is reported failed: the direct lines are spooled
-        producer.flush(0)
-        self._producer = None
-        producer.close()  # its connections go now, not whenever the sink is collected
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.flush(STOP_FLUSH_SECONDS)
+            producer.purge()  # what is left is reported failed: the direct lines are spooled
+            producer.flush(0)
+            producer.close()  # its connections go now, not whenever the sink is collected
         self._to_spool(self._failed)
         self._failed = []
         self._drain()  # commits a drain batch that completed; a failed one stays spooled
@@ -489,6 +507,9 @@ def ensure_audit_topic(settings: AuditTopicSettings, timeout: float = 10.0) -> s
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return None
-        return f"the topic is missing and could not be created: {exc}"
+        return (
+            "the topic is not visible to aclgate's identity (missing, or no DESCRIBE on it) "
+            f"and could not be created: {exc}"
+        )
     log.info("created the audit topic %s on %s", settings.topic, settings.bootstrap)
     return None

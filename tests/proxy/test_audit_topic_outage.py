@@ -93,3 +93,65 @@ def test_audit_lines_spool_while_the_cluster_is_down_and_all_arrive_once_it_is_b
     assert collections.Counter(values) == collections.Counter(file_lines)
     names = {json.loads(v)["resource_name"] for v in values}
     assert {f"during-{i}" for i in range(40)} <= names
+
+
+def test_audit_lines_spool_while_aclgate_may_not_write_the_topic_and_arrive_once_granted(
+    kafka_authz, kafka_acls, tmp_path
+):
+    """The audit cluster has an authorizer and aclgate's identity (charlie) no permission on
+    the audit topic yet: every line goes to the spool (authorization failed), none is lost;
+    once WRITE and DESCRIBE are granted (docs/audit.md's table), the spool is delivered."""
+    from aclgate.proxy.server import ProxyServer
+    from tests.fixtures.proxy import RunningProxy, make_config
+
+    topic = f"aclgate-audit-{uuid.uuid4().hex[:8]}"
+    kafka_authz.create_topic(topic, partitions=2)
+    password = tmp_path / "charlie.password"
+    password.write_text("charlie-secret\n")
+    acl_file = tmp_path / "acls.json"
+    write_acls(acl_file)
+    sasl = kafka_authz.listener("SASL_PLAINTEXT")
+    proxy = RunningProxy(
+        ProxyServer(
+            make_config(
+                sasl.bootstrap,
+                upstream_security_protocol="SASL_PLAINTEXT",
+                upstream_sasl_mechanism="PLAIN",
+                upstream_sasl_username="charlie",
+                upstream_sasl_password_file=password,
+                acl_file=acl_file,
+                allow_everyone_if_no_acl_found=False,
+                audit_file=tmp_path / "audit.jsonl",
+                audit_topic=topic,
+                audit_delivery_timeout=2.0,
+            )
+        )
+    )
+    try:
+        server, sink, audit = proxy.server, proxy.server.audit_sink, proxy.server.audit
+
+        def handed_over() -> int:
+            proxy.run(audit.flush_aggregates)
+            return audit.lines_written
+
+        denials(proxy, [f"refused-{i}" for i in range(10)])
+        wait_until(lambda: sink.spooled >= 10, timeout=30, what="lines spooled")
+        assert sink.sent == 0
+        assert "AUTHORIZATION" in (server.readiness()[1]["audit_sink"]["last_error"] or "")
+
+        kafka_acls.add("charlie", "WRITE", "TOPIC", topic)
+        kafka_acls.add("charlie", "DESCRIBE", "TOPIC", topic)
+        wait_until(
+            lambda: sink.spool_pending_bytes == 0 and sink.sent == handed_over(),
+            timeout=60,
+            what="the spool delivered once granted",
+        )
+        total = audit.lines_written
+    finally:
+        proxy.stop()
+    assert sum(sink.dropped.values()) == 0
+    file_lines = [line for line in (tmp_path / "audit.jsonl").read_text().splitlines() if line]
+    assert len(file_lines) == total
+    records = read_topic(kafka_authz.internal.bootstrap, topic, total, timeout=60)
+    values = [value.decode("utf-8") for _, _, value in records]
+    assert collections.Counter(values) == collections.Counter(file_lines)
