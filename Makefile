@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test test-faults lint format bench bench-acl bench-authz bench-idle bench-throughput soak kafka-jars spark-jars kafka-up kafka-down clean help
+.PHONY: run test test-faults lint format bench bench-acl bench-authz bench-idle bench-throughput bench-stream soak kafka-jars spark-jars kafka-up kafka-down clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -63,6 +63,9 @@ bench-idle: $(TEST_STAMP)  ## proxy RSS per idle client connection, 10,000 conne
 bench-throughput: $(TEST_STAMP) kafka-jars  ## Kafka's ProducerPerformance/ConsumerPerformance: direct vs aclgate (writes bench/results/)
 	$(PIP) install -e '.[bench]'
 	$(PY) -m bench.throughput $(BENCH_ARGS)
+
+bench-stream: $(TEST_STAMP) kafka-jars  ## aclgate stream at 50,000 audit events/s (rate, end-to-end delay) and report from its Parquet (writes bench/results/)
+	$(PY) -m bench.stream $(BENCH_ARGS)
 
 soak: $(TEST_STAMP) kafka-jars  ## 30 min of traffic, ACL changes and cert reloads through aclgate (SOAK_ARGS="--minutes 3")
 	$(PIP) install -e '.[bench]'

@@ -1,8 +1,9 @@
 """Spark Structured Streaming over the proxy's audit topic.
 
-Reads the topic with Spark's Kafka connector and keeps, under --out: events/ (every valid
-decision event as Parquet partitioned by date: what `aclgate report|advise|whatif --audit
-OUT/events` read), malformed/ (JSON Lines), denials/ (denied decisions per event-time window,
+Reads the topic with Spark's Kafka connector and keeps, under --out: events/ (every
+decision record as Parquet partitioned by date, malformed ones with their reason: what
+`aclgate report|advise|whatif --audit OUT/events` read), denials/ (denied decisions per
+event-time window,
 principal and resource; windows at or over --alert-threshold are alerts, printed on stderr
 and appended to alerts.jsonl) and acl_usage/ (per window and ACL, the decisions it is named
 for). Checkpoints (default OUT/_checkpoints) make a restart continue where the job stopped:
