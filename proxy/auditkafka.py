@@ -137,6 +137,10 @@ class KafkaAuditSink:
         self._fatal: Any = None
         self._next_producer = 0.0
         self._failed: list[str] = []  # lines of failed direct deliveries, to spool
+        #: direct lines in the producer, by sequence number: spooled if the producer goes
+        #: away without reporting them (a fatal state may keep it from serving callbacks)
+        self._inflight: dict[int, str] = {}
+        self._seq = 0
         self._batch: _Batch | None = None
         self._next_drain = 0.0
         self._drain_failures = 0
@@ -236,7 +240,7 @@ class KafkaAuditSink:
             else:
                 self._to_spool([line for line, _ in lines])
         if self._producer is not None:
-            self._producer.poll(0 if self._queue else POLL_SECONDS)
+            self._poll(0 if self._queue else POLL_SECONDS)
         elif not self._queue:
             self._stop.wait(POLL_SECONDS)
         if self._failed:
@@ -246,6 +250,15 @@ class KafkaAuditSink:
         self._drain()
         self.spool_bytes = self.spool.size
         self.spool_pending_bytes = self.spool.pending_bytes
+
+    def _poll(self, timeout: float) -> None:
+        """Serve delivery reports; a fatal error may also surface here as an exception."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.poll(timeout)
+        except KafkaException as exc:
+            self._fatal = exc.args[0] if exc.args else exc
 
     def _take(self) -> list[tuple[str, str]]:
         queue, out = self._queue, []
@@ -290,10 +303,16 @@ class KafkaAuditSink:
         self._fatal = None
         self._next_producer = time.monotonic() + RENEW_INTERVAL
         if producer is not None:
-            producer.purge()
-            producer.poll(0)
-            producer.flush(0)
-            producer.close()
+            _finish(producer, 0)
+        self._drain()  # a batch confirmed whole is committed, not sent again
+        self._abandon_inflight()
+
+    def _abandon_inflight(self) -> None:
+        """The producer is gone: its unreported direct lines go to the spool, and a drain batch
+        still waiting is given up (its lines are still in the spool: sent again later)."""
+        self._failed.extend(self._inflight.values())
+        self._inflight.clear()
+        self._batch = None
 
     def _on_error(self, err: Any) -> None:
         self.last_error = str(err)
@@ -303,29 +322,34 @@ class KafkaAuditSink:
     def _produce_direct(self, lines: list[tuple[str, str]]) -> None:
         from confluent_kafka import KafkaException
 
-        topic, producer = self.settings.topic, self._producer
+        topic, producer, inflight = self.settings.topic, self._producer, self._inflight
         for i, (line, key) in enumerate(lines):
+            self._seq += 1
+            seq = self._seq
             try:
                 producer.produce(
                     topic,
                     value=line[:-1].encode("utf-8"),
                     key=key.encode("utf-8"),
-                    on_delivery=self._on_direct,
+                    on_delivery=lambda err, msg, seq=seq: self._on_direct(seq, err, msg),
                 )
             except (BufferError, KafkaException) as exc:
                 self._note_failure(f"not queued: {exc}")
                 self._to_spool([line for line, _ in lines[i:]])
                 return
+            inflight[seq] = line
 
-    def _on_direct(self, err: Any, msg: Any) -> None:
+    def _on_direct(self, seq: int, err: Any, msg: Any) -> None:
+        line = self._inflight.pop(seq, None)
+        if line is None:  # already spooled when its producer went away
+            return
         if err is None:
             self.sent += 1
-            return
-        if err.code() in self._permanent:
+        elif err.code() in self._permanent:
             self._reject(err, msg.value())
-            return
-        self._note_failure(str(err), err.code())
-        self._failed.append(msg.value().decode("utf-8") + "\n")
+        else:
+            self._note_failure(str(err), err.code())
+            self._failed.append(line)
 
     def _to_spool(self, lines: list[str]) -> None:
         if not lines:
@@ -466,13 +490,11 @@ class KafkaAuditSink:
         """Give lines in flight a few seconds, then spool what is still undelivered."""
         producer, self._producer = self._producer, None
         if producer is not None:
-            producer.flush(STOP_FLUSH_SECONDS)
-            producer.purge()  # what is left is reported failed: the direct lines are spooled
-            producer.flush(0)
-            producer.close()  # its connections go now, not whenever the sink is collected
+            _finish(producer, STOP_FLUSH_SECONDS)
+        self._drain()  # commits a drain batch that completed; a failed one stays spooled
+        self._abandon_inflight()
         self._to_spool(self._failed)
         self._failed = []
-        self._drain()  # commits a drain batch that completed; a failed one stays spooled
         self.spool.sync()
         self.spool_bytes = self.spool.size
         self.spool_pending_bytes = self.spool.pending_bytes
@@ -484,6 +506,24 @@ class KafkaAuditSink:
                 self.spool_pending_bytes,
                 self.settings.spool,
             )
+
+
+def _finish(producer: Any, wait: float) -> None:
+    """Give a producer's lines `wait` seconds, then purge it (every line left is reported
+    failed to its callback, so it is spooled) and close it: its connections go now, not
+    whenever it is collected. A producer in a fatal state raises on these calls: each is tried."""
+    from confluent_kafka import KafkaException
+
+    for step in (
+        lambda: producer.flush(wait) if wait else None,
+        producer.purge,
+        lambda: producer.flush(0),
+        producer.close,
+    ):
+        try:
+            step()
+        except KafkaException as exc:
+            log.debug("audit producer: %s", exc)
 
 
 def ensure_audit_topic(settings: AuditTopicSettings, timeout: float = 10.0) -> str | None:
