@@ -6,6 +6,7 @@ aclgate's decisions for `User:ANONYMOUS` (the only principal of a PLAINTEXT prox
 Kafka's, this variant moves the broker's own traffic to SASL:
 
     PLAINTEXT   client listener; principal User:ANONYMOUS, subject to the ACLs
+    SSL         optional mTLS client listener (`mtls_config`): the certificate's principal
     INTERNAL    SASL_PLAINTEXT/PLAIN, inter-broker listener, User:admin (super user)
     CONTROLLER  SASL_PLAINTEXT/PLAIN, broker -> controller, User:admin (super user)
 
@@ -46,13 +47,29 @@ BROKER_CONFIG: dict[str, str] = {
 }
 
 
-class AnonymousAuthzCluster(KafkaCluster):
-    """StandardAuthorizer; PLAINTEXT clients are User:ANONYMOUS without super-user rights."""
+def mtls_config(client_ca: str, mapping_rules: str) -> dict[str, str]:
+    """broker_config for an SSL client listener that requires a client certificate signed by
+    `client_ca` and maps its subject with `ssl.principal.mapping.rules`."""
+    return {
+        "listener.security.protocol.map": (
+            "INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL"
+        ),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.ssl.ssl.truststore.type": "PEM",
+        "listener.name.ssl.ssl.truststore.location": client_ca,
+        "listener.name.ssl.ssl.principal.mapping.rules": mapping_rules,
+    }
 
-    def __init__(self, **kwargs: Any) -> None:
+
+class AnonymousAuthzCluster(KafkaCluster):
+    """StandardAuthorizer; PLAINTEXT clients are User:ANONYMOUS without super-user rights.
+    `listeners=("PLAINTEXT", "SSL")` with `mtls_config(...)` in `broker_config` adds an mTLS
+    client listener whose principals come from the certificates."""
+
+    def __init__(self, listeners: tuple[str, ...] = ("PLAINTEXT",), **kwargs: Any) -> None:
         config = {**BROKER_CONFIG, **kwargs.pop("broker_config", {})}
         super().__init__(
-            listeners=("PLAINTEXT",),
+            listeners=listeners,
             authorizer=True,
             super_users=(f"User:{ADMIN_USER}",),
             broker_config=config,

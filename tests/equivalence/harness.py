@@ -96,6 +96,12 @@ NORMALIZATIONS: dict[str, str] = {
         "(ConsumerGroupDescribe, ...) follow the names' hashes, and names carry a per-run "
         "prefix. Clients match entries by name."
     ),
+    "eventual": (
+        "A step that reads an effect the cluster applies asynchronously (client quotas and "
+        "SCRAM credentials in force on the broker, a share group's state after its "
+        "assignment) asks again until the effect shows, on both sides, within the step's "
+        "time (Client.raw's `until`)."
+    ),
     "retries": (
         "Raw requests retry retriable coordinator errors (COORDINATOR_LOAD_IN_PROGRESS, "
         "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS) as every client "
@@ -207,6 +213,7 @@ class Profile:
     bootstrap: str
     config: Mapping[str, Any] = field(default_factory=dict)  # confluent-kafka settings
     sasl: tuple[str, str, str] | None = None  # (mechanism, user, password) for raw requests
+    tls: tuple[str, str, str] | None = None  # (CA, certificate, key) PEM paths for raw requests
 
     def client_config(self, **extra: Any) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap, "log_level": 3, **self.config, **extra}
@@ -391,6 +398,13 @@ def _raw_client(profile: Profile, api_versions: bool = True):
     from tests.fixtures.rawclient import RawClient, request_entity
 
     client = RawClient(profile.bootstrap.split(",")[0], timeout=STEP_TIMEOUT)
+    if profile.tls:
+        import ssl
+
+        ca, cert, key = profile.tls
+        context = ssl.create_default_context(cafile=ca)
+        context.load_cert_chain(cert, key)
+        client.sock = context.wrap_socket(client.sock, server_hostname="127.0.0.1")
     if api_versions:
         av = client.request(
             request_entity(
@@ -1130,7 +1144,7 @@ class Client:
         Answers holding a retriable coordinator error are asked again (normalization
         "retries"); lists under the `unordered` field names are compared sorted
         (normalization "order"); with `until`, an answer it rejects is asked again
-        until the step's time is up (an effect the cluster applies asynchronously);
+        until the step's time is up (normalization "eventual");
         "CONNECTION_CLOSED" when the target closes instead of answering."""
         from aclgate.protocol.versions import request_class
         from tests.equivalence.rawapi import build, normalize
@@ -1387,11 +1401,38 @@ class Observer(Client):
     def __init__(self, config: Mapping[str, Any], ns: Namespace) -> None:
         super().__init__(Profile("observer", config["bootstrap.servers"], config), ns)
 
-    def create_topic(self, name: str, partitions: int = 1, records: Sequence[str] = ()) -> None:
+    def broker_ids(self) -> list[int]:
+        return sorted(self._admin().list_topics(timeout=STEP_TIMEOUT).brokers)
+
+    def bootstrap_node(self) -> int:
+        """The node behind the first bootstrap address (the proxy's bootstrap listener
+        relays to the same first upstream address)."""
+        first = self.profile.bootstrap.split(",")[0]
+        brokers = self._admin().list_topics(timeout=STEP_TIMEOUT).brokers
+        return next(b.id for b in brokers.values() if f"{b.host}:{b.port}" == first)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        records: Sequence[str] = (),
+        *,
+        off_bootstrap: bool = False,
+    ) -> None:
+        """`off_bootstrap`: on a multi-node cluster every partition's only replica (its
+        leader) is the highest node id, never the bootstrap node (checked)."""
         admin = self._admin()
-        admin.create_topics([NewTopic(self.t(name), partitions, 1)])[self.t(name)].result(
-            STEP_TIMEOUT
-        )
+        topic = NewTopic(self.t(name), partitions, 1)
+        brokers = self.broker_ids()
+        avoid = -1  # a node no partition may be led by
+        if off_bootstrap and len(brokers) > 1:
+            avoid = self.bootstrap_node()
+            leader = max(set(brokers) - {avoid})
+            # confluent-kafka 2.16 wants the count with an assignment (its docs say -1)
+            topic = NewTopic(
+                self.t(name), partitions, -1, replica_assignment=[[leader]] * partitions
+            )
+        admin.create_topics([topic])[self.t(name)].result(STEP_TIMEOUT)
         deadline = time.monotonic() + STEP_TIMEOUT
         while True:
             md = admin.list_topics(topic=self.t(name), timeout=STEP_TIMEOUT)
@@ -1402,6 +1443,8 @@ class Observer(Client):
                 and len(tm.partitions) == partitions
                 and all(p.leader >= 0 for p in tm.partitions.values())
             ):
+                if any(p.leader == avoid for p in tm.partitions.values()):
+                    raise RuntimeError(f"topic {name}: a partition is led by node {avoid}")
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topic {name} not ready")
@@ -1450,6 +1493,40 @@ class Observer(Client):
         mask = (1 << 64) - 1
         msb, lsb = tid.get_most_significant_bits(), tid.get_least_significant_bits()
         return str(uuid.UUID(int=((msb & mask) << 64) | (lsb & mask)))
+
+    def off_bootstrap(self, key_type: int, candidates: Sequence[str]) -> str:
+        """The first logical group (key_type 0) or transactional id (1) of `candidates` whose
+        coordinator is not the bootstrap node (FindCoordinator v4, one request); the first
+        candidate on a single-node cluster. Setup, not compared: scripts keep the chosen
+        name out of outcomes (step names and results stay the same on both sides)."""
+        from kio.static.primitive import i8
+
+        from tests.fixtures.rawclient import request_entity
+
+        if len(self.broker_ids()) == 1:
+            return candidates[0]
+        # FindCoordinator creates __consumer_offsets / __transaction_state if need be; the
+        # loop asks again until every key has its coordinator
+        bootstrap = self.bootstrap_node()
+        deadline = time.monotonic() + STEP_TIMEOUT
+        with _raw_client(self.profile) as client:
+            while time.monotonic() < deadline:
+                answer = client.request(
+                    request_entity(
+                        10,
+                        4,
+                        key_type=i8(key_type),
+                        coordinator_keys=tuple(self.t(c) for c in candidates),
+                    )
+                )
+                found = {c.key: int(c.node_id) for c in answer.coordinators if c.error_code == 0}
+                if len(found) == len(candidates):
+                    for c in candidates:
+                        if found[self.t(c)] != bootstrap:
+                            return c
+                    raise RuntimeError(f"every candidate's coordinator is node {bootstrap}")
+                time.sleep(0.2)
+        raise TimeoutError("FindCoordinator did not answer for every candidate")
 
     def partition_count(self, topic: str) -> int | str:
         md = self._admin().list_topics(topic=self.t(topic), timeout=STEP_TIMEOUT)

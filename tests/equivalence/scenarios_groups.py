@@ -136,10 +136,15 @@ def share_groups(r: Run) -> None:
         "DescribeShareGroupOffsets v0: sg-ok, all topics",
         ANON,
         lambda c: c.raw(
-            90, 0, groups=[{"group_id": c.t("sg-ok"), "topics": None}],
+            90,
+            0,
+            groups=[{"group_id": c.t("sg-ok"), "topics": None}],
             coordinator=(FIND_GROUP, "sg-ok"),
+            unordered=["topics"],
+            # the group's share state is initialized after the assignment, asynchronously
+            until=lambda out: bool(out["groups"] and out["groups"][0]["topics"]),
         ),
-    )  # fmt: skip
+    )
     r.step("ShareGroupHeartbeat sg-ok, leaving", ANON,
            lambda c: _heartbeat(c, "sg-ok", member, -1, None))  # fmt: skip
     for api, key, what in (
@@ -299,8 +304,8 @@ GROUP_SCENARIOS: list[Scenario] = [
         explained={
             STREAMS_NO_CREATE_STEP: (
                 "Kafka answers NONE with the MISSING_INTERNAL_TOPICS status and creates "
-                "nothing; aclgate answers 29, CREATE being required up front (docs/design.md, "
-                "Streams groups)"
+                "nothing; aclgate answers 29, CREATE being required up front (docs/design.md "
+                "section Streams groups)"
             )
         },
     ),

@@ -13,7 +13,9 @@ import pytest
 from tests.equivalence.harness import Scenario, run_scenario
 from tests.equivalence.scenarios import ANON_SCENARIOS, OPEN, SASL_SCENARIOS
 from tests.equivalence.scenarios_admin import ADMIN_SCENARIOS
+from tests.equivalence.scenarios_cluster3 import CLUSTER3_SCENARIOS
 from tests.equivalence.scenarios_groups import GROUP_SCENARIOS
+from tests.equivalence.scenarios_mtls import MTLS_SCENARIOS
 
 pytestmark = pytest.mark.kafka
 WATCHDOG_SECONDS = 300
@@ -70,3 +72,17 @@ def test_share_and_streams_groups(scenario, anon_targets):
 def test_sasl_principals(scenario, sasl_targets):
     """The multi-principal matrix: alice/bob/charlie over SASL on both sides."""
     _check(scenario, sasl_targets)
+
+
+@pytest.mark.parametrize("scenario", _params(MTLS_SCENARIOS))
+def test_mtls_principals(scenario, mtls_targets):
+    """Issue 13: principals from client certificates, ssl.principal.mapping.rules on both
+    sides."""
+    _check(scenario, mtls_targets)
+
+
+@pytest.mark.parametrize("scenario", _params(CLUSTER3_SCENARIOS))
+def test_three_nodes(scenario, cluster3_targets):
+    """Issue 13: aclgate in front of 3 nodes, leaders and coordinators off the bootstrap
+    broker, vs. Kafka's StandardAuthorizer with the same ACLs."""
+    _check(scenario, cluster3_targets)
