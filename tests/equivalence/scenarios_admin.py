@@ -203,6 +203,18 @@ def cluster_configs(r: Run) -> None:
             until=lambda out: out["error_code"] != "NONE" or not out["entries"],
         ),
     )
+    r.step("ListConfigResources v0 (client metrics resources)", ANON, lambda c: c.raw(74, 0))
+    r.step(
+        "ApiVersions: the telemetry APIs advertised",
+        ANON,
+        lambda c: sorted(
+            k["api_key"]
+            for k in c.raw(18, 3, client_software_name="eq", client_software_version="1")[
+                "api_keys"
+            ]
+            if k["api_key"] in (71, 72)
+        ),
+    )
     r.step(
         "UpdateFeatures v1: an unknown feature (validate only)",
         ANON,
