@@ -1599,6 +1599,11 @@ class Scenario:
     acls: tuple[Acl, ...] = ()
     principals: tuple[str, ...] = ("User:ANONYMOUS",)
     xfail: str | None = None  # a known proxy difference: the exact difference and the file
+    #: (version, reason): the same, but only against Kafka older than `version` (the
+    #: version matrix, docs/kafka.md)
+    xfail_before: tuple[str, str] | None = None
+    #: (version, feature): skipped against Kafka older than `version`, which lacks `feature`
+    since: tuple[str, str] | None = None
     #: step name -> why it differs: a deliberate difference listed in docs/design.md
     #: ("Deliberate differences from Apache Kafka"). Such a step must still differ (an
     #: explanation that no longer applies fails the test), other steps must be equal.

@@ -23,6 +23,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 
 from tests.equivalence.harness import CLUSTER, STEP_TIMEOUT, Client, Observer, Run, Scenario, allow
+from tests.equivalence.scenarios import KIP848_GA
 
 ANON = "User:ANONYMOUS"
 TOPIC, GROUP, BROKER, BROKER_LOGGER = 2, 3, 4, 8  # config resource types
@@ -447,11 +448,10 @@ def _live_member(o: Observer, group: str, topics: list[str]) -> Iterator[None]:
         c.close()
 
 
-def groups_txns(r: Run) -> None:
+def consumer_groups(r: Run) -> None:
     r.observer.create_topic("seen", records=["s0", "s1"])
     r.observer.create_topic("secret", records=["x0"])
-    r.observer.commit_offsets("old", {"seen": 1, "secret": 1})
-    r.observer.commit_offsets("old-nodelete", {"seen": 1})
+    r.observer.commit_offsets("old", {"seen": 1})
     with (
         _live_member(r.observer, "live", ["seen", "secret"]),
         _live_member(r.observer, "live-ok", ["seen"]),
@@ -485,6 +485,13 @@ def groups_txns(r: Run) -> None:
                 unordered=["topics"],
             ),
         )
+
+
+def offsets_txns(r: Run) -> None:
+    r.observer.create_topic("seen", records=["s0", "s1"])
+    r.observer.create_topic("secret", records=["x0"])
+    r.observer.commit_offsets("old", {"seen": 1, "secret": 1})
+    r.observer.commit_offsets("old-nodelete", {"seen": 1})
     r.step(
         "OffsetDelete v0: old seen (READ), secret (none)",
         ANON,
@@ -561,6 +568,18 @@ def _cluster_variant(name: str, doc: str, *acls, alter: bool, describe: bool) ->
     return Scenario(f"admin-cluster-{name}", doc, script, acls=acls)
 
 
+GROUP_TXN_ACLS = (
+    allow(ANON, "DESCRIBE", "GROUP", "live"),
+    allow(ANON, "DESCRIBE", "GROUP", "live-ok"),
+    allow(ANON, "DELETE", "GROUP", "live-ok"),
+    allow(ANON, "DESCRIBE", "GROUP", "old", pattern="PREFIXED"),
+    allow(ANON, "DELETE", "GROUP", "old"),
+    allow(ANON, "DESCRIBE", "TOPIC", "seen"),
+    allow(ANON, "READ", "TOPIC", "seen"),
+    allow(ANON, "DESCRIBE", "TRANSACTIONAL_ID", "tx-seen"),
+    allow(ANON, "DESCRIBE", "TRANSACTIONAL_ID", "tx-missing"),
+)
+
 ADMIN_SCENARIOS: list[Scenario] = [
     Scenario(
         "admin-configs",
@@ -635,20 +654,18 @@ ADMIN_SCENARIOS: list[Scenario] = [
         describe=False,
     ),
     Scenario(
-        "admin-groups-transactions",
-        "ConsumerGroupDescribe with live KIP-848 members, OffsetDelete, ListTransactions, "
-        "DescribeTransactions and DescribeProducers with open transactions",
-        groups_txns,
-        acls=(
-            allow(ANON, "DESCRIBE", "GROUP", "live"),
-            allow(ANON, "DESCRIBE", "GROUP", "live-ok"),
-            allow(ANON, "DELETE", "GROUP", "live-ok"),
-            allow(ANON, "DESCRIBE", "GROUP", "old", pattern="PREFIXED"),
-            allow(ANON, "DELETE", "GROUP", "old"),
-            allow(ANON, "DESCRIBE", "TOPIC", "seen"),
-            allow(ANON, "READ", "TOPIC", "seen"),
-            allow(ANON, "DESCRIBE", "TRANSACTIONAL_ID", "tx-seen"),
-            allow(ANON, "DESCRIBE", "TRANSACTIONAL_ID", "tx-missing"),
-        ),
+        "admin-consumer-groups",
+        "ConsumerGroupDescribe with live KIP-848 members (one subscribed to a hidden topic), "
+        "OffsetDelete of a subscribed topic",
+        consumer_groups,
+        since=KIP848_GA,
+        acls=GROUP_TXN_ACLS,
+    ),
+    Scenario(
+        "admin-offsets-transactions",
+        "OffsetDelete, ListTransactions, DescribeTransactions and DescribeProducers with open "
+        "transactions",
+        offsets_txns,
+        acls=GROUP_TXN_ACLS,
     ),
 ]

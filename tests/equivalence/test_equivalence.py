@@ -16,20 +16,28 @@ from tests.equivalence.scenarios_admin import ADMIN_SCENARIOS
 from tests.equivalence.scenarios_cluster3 import CLUSTER3_SCENARIOS
 from tests.equivalence.scenarios_groups import GROUP_SCENARIOS
 from tests.equivalence.scenarios_mtls import MTLS_SCENARIOS
+from tests.fixtures.kafka import older_than, since_kafka
 
 pytestmark = pytest.mark.kafka
 WATCHDOG_SECONDS = 300
 
 
-def _params(scenarios: list[Scenario]):
-    return [
-        pytest.param(
-            s,
-            id=s.name,
-            marks=[pytest.mark.xfail(strict=True, reason=s.xfail)] if s.xfail else [],
+def _marks(s: Scenario) -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.xfail(strict=True, reason=s.xfail)] if s.xfail else []
+    if s.xfail_before:
+        version, reason = s.xfail_before
+        marks.append(
+            pytest.mark.xfail(
+                older_than(version), strict=True, reason=f"before Kafka {version}: {reason}"
+            )
         )
-        for s in scenarios
-    ]
+    if s.since:
+        marks.append(since_kafka(*s.since))
+    return marks
+
+
+def _params(scenarios: list[Scenario]):
+    return [pytest.param(s, id=s.name, marks=_marks(s)) for s in scenarios]
 
 
 def _check(scenario: Scenario, targets) -> None:
@@ -62,6 +70,7 @@ def test_admin_apis(scenario, anon_targets):
     _check(scenario, anon_targets)
 
 
+@since_kafka("4.1", "Share groups (KIP-932) and streams groups (KIP-1071)")
 @pytest.mark.parametrize("scenario", _params(GROUP_SCENARIOS))
 def test_share_and_streams_groups(scenario, anon_targets):
     """Issue 13: share and streams groups, Kafka's StandardAuthorizer vs. aclgate."""

@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Any
 
 KAFKA_DIR = Path(__file__).resolve().parent
-LIB_DIR = KAFKA_DIR / "lib"
 POM = KAFKA_DIR / "pom.xml"
 BROKER_LOG4J = KAFKA_DIR / "log4j2-broker.properties"
 TOOLS_LOG4J = KAFKA_DIR / "log4j2-tools.properties"
@@ -80,6 +79,14 @@ TOOL_JVM_OPTS: tuple[str, ...] = (
     "-Djava.awt.headless=true",
 )
 
+#: server.properties by Kafka major version, on top of the defaults: Kafka 3.9 serves the
+#: KIP-848 consumer protocol (`group.protocol=consumer`) only as a preview, when its
+#: rebalance protocols list it; 4.x serves it by default. (Kafka 3.9 ignores, with a
+#: warning, the share-group settings it does not know.)
+VERSION_CONFIG: Mapping[int, Mapping[str, str]] = {
+    3: {"group.coordinator.rebalance.protocols": "classic,consumer"},
+}
+
 CLIENT_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 DEFAULT_USERS: Mapping[str, str] = {
@@ -99,12 +106,35 @@ class KafkaStartError(RuntimeError):
 # --------------------------------------------------------------------------- toolchain
 
 
-def kafka_version() -> str:
+def pom_kafka_version() -> str:
     """The Apache Kafka version pinned in tests/kafka/pom.xml (`<kafka.version>`)."""
     m = re.search(r"<kafka\.version>\s*([^<\s]+)\s*</kafka\.version>", POM.read_text())
     if not m:  # pragma: no cover - the pom is ours
         raise RuntimeError(f"no <kafka.version> in {POM}")
     return m.group(1)
+
+
+def kafka_version() -> str:
+    """The Apache Kafka version the suite runs: $KAFKA_VERSION (e.g. 3.9.2, the version
+    matrix of docs/kafka.md), else the pom's."""
+    version = os.environ.get("KAFKA_VERSION", "").strip() or pom_kafka_version()
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        raise ValueError(f"KAFKA_VERSION={version!r} is not a release number such as 3.9.2")
+    return version
+
+
+def kafka_major() -> int:
+    return int(kafka_version().split(".")[0])
+
+
+def lib_dir() -> Path:
+    """The jars of `kafka_version()`: lib/ for the pom's version, lib-<version>/ otherwise
+    (`make -C tests/kafka jars KAFKA_VERSION=...` fills it)."""
+    version = kafka_version()
+    return KAFKA_DIR / ("lib" if version == pom_kafka_version() else f"lib-{version}")
+
+
+LIB_DIR = lib_dir()
 
 
 def classpath() -> str:
@@ -128,11 +158,11 @@ def ensure_jars(timeout: float = 600) -> str | None:
     if not jars_present():
         if shutil.which("mvn") is None or shutil.which("make") is None:
             return (
-                "the Apache Kafka jars are missing from tests/kafka/lib and Maven is not "
-                "installed to fetch them (`make -C tests/kafka jars`)"
+                f"the Apache Kafka {kafka_version()} jars are missing from {LIB_DIR} and Maven "
+                "is not installed to fetch them (`make -C tests/kafka jars`)"
             )
         proc = subprocess.run(
-            ["make", "-s", "-C", str(KAFKA_DIR), "jars"],
+            ["make", "-s", "-C", str(KAFKA_DIR), "jars", f"KAFKA_VERSION={kafka_version()}"],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -812,6 +842,7 @@ class KafkaCluster:
         if self.authorizer:
             props["authorizer.class.name"] = STANDARD_AUTHORIZER
             props["super.users"] = ";".join(self.super_users)
+        props.update(VERSION_CONFIG.get(kafka_major(), {}))
         props.update(self.broker_config)
         return props
 

@@ -19,11 +19,15 @@ from kio.static.primitive import i8, i32, i32Timedelta
 
 from aclgate.authz.aclfile import dump_acl_file
 from aclgate.authz.model import AclBinding, AclOperation
+from tests.fixtures.kafka import since_kafka
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.kafka import javaclient, tools
 from tests.kafka.javaclient import compile_clients
 
-pytestmark = pytest.mark.kafka
+pytestmark = [
+    pytest.mark.kafka,
+    since_kafka("4.1", "Share groups (KIP-932) and streams groups (KIP-1071)"),
+]
 
 
 def acl(resource_type: str, name: str, operation: str) -> AclBinding:

@@ -28,7 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from tests.kafka.cluster import TOOL_JVM_OPTS, TOOLS_LOG4J, java_command, write_properties
+from tests.kafka.cluster import (
+    TOOL_JVM_OPTS,
+    TOOLS_LOG4J,
+    java_command,
+    kafka_major,
+    write_properties,
+)
 
 # Main class behind each bin/*.sh script of the pinned release (checked with `unzip -l`).
 TOOLS: Mapping[str, str] = {
@@ -43,6 +49,43 @@ TOOLS: Mapping[str, str] = {
     "kafka-configs": "kafka.admin.ConfigCommand",
     "kafka-storage": "kafka.tools.StorageTool",
 }
+#: where Kafka 3.x still had a tool in the broker's Scala code (moved to kafka-tools in 4.0)
+TOOLS_BY_MAJOR: Mapping[int, Mapping[str, str]] = {
+    3: {
+        "kafka-acls": "kafka.admin.AclCommand",
+        "kafka-console-producer": "kafka.tools.ConsoleProducer",
+        "kafka-broker-api-versions": "kafka.admin.BrokerApiVersionsCommand",
+    },
+}
+
+
+#: option names Kafka 4.x gave the console tools (KIP-1147) and their 3.x spelling
+OPTIONS_BY_MAJOR: Mapping[int, Mapping[str, Mapping[str, str]]] = {
+    3: {
+        "kafka-console-producer": {
+            "--reader-property": "--property",
+            "--command-property": "--producer-property",
+            "--command-config": "--producer.config",
+        },
+        "kafka-console-consumer": {
+            "--formatter-property": "--property",
+            "--command-property": "--consumer-property",
+            "--command-config": "--consumer.config",
+        },
+        "kafka-producer-perf-test": {"--command-config": "--producer.config"},
+    },
+}
+
+
+def tool_class(tool: str) -> str:
+    """The main class of a tool script name for the suite's Kafka version."""
+    return {**TOOLS, **TOOLS_BY_MAJOR.get(kafka_major(), {})}.get(tool, tool)
+
+
+def _spelled(tool: str, argv: Sequence[str]) -> list[str]:
+    """`argv` with the option names of the suite's Kafka version."""
+    names = OPTIONS_BY_MAJOR.get(kafka_major(), {}).get(tool, {})
+    return [names.get(a, a) for a in argv]
 
 
 class ToolResult(NamedTuple):
@@ -73,13 +116,14 @@ def run_tool(
     jvm_opts: Sequence[str] = TOOL_JVM_OPTS,
 ) -> ToolResult:
     """Run a tool by script name (`kafka-topics`) or by fully qualified main class."""
-    main = TOOLS.get(tool, tool)
+    main = tool_class(tool)
     with tempfile.TemporaryDirectory(prefix="kafka-tool-") as tmp:
         argv = list(args)
         if config is not None:
             if isinstance(config, Mapping):
                 config = write_properties(Path(tmp) / "client.properties", config)
             argv += [config_flag, str(config)]
+        argv = _spelled(tool, argv)
         env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_OPTS", "JAVA_TOOL_OPTIONS")}
         cmd = java_command(
             main, *argv, jvm_opts=(*jvm_opts, f"-Dlog4j2.configurationFile={TOOLS_LOG4J}")
@@ -180,8 +224,6 @@ def producer_perf_test(
     """kafka-producer-perf-test; the last stdout line is the summary
     ('N records sent, X records/sec (Y MB/sec), Z ms avg latency, ...')."""
     args = [
-        "--bootstrap-server",
-        bootstrap,
         "--topic",
         topic,
         "--num-records",
@@ -191,6 +233,11 @@ def producer_perf_test(
         "--throughput",
         str(throughput),
     ]
+    if kafka_major() < 4:  # one --producer-props list holds the bootstrap and the properties
+        props = {"bootstrap.servers": bootstrap, **(properties or {})}
+        args += ["--producer-props", *(f"{k}={v}" for k, v in props.items())]
+        return run_tool("kafka-producer-perf-test", *args, **kw)
+    args += ["--bootstrap-server", bootstrap]
     for k, v in (properties or {}).items():
         args += ["--command-property", f"{k}={v}"]
     return run_tool("kafka-producer-perf-test", *args, **kw)
