@@ -33,6 +33,22 @@ test: $(TEST_STAMP) kafka-jars  ## install everything and run the whole test sui
 test-faults: $(TEST_STAMP) kafka-jars  ## every fault run (3-node Kafka, ~5 min); writes bench/results/faults.md
 	FAULTS_RESULTS=bench/results/faults.md $(VENV)/bin/pytest tests/faults $(PYTEST_ARGS)
 
+# The Kafka version matrix (docs/kafka.md): the transparency and equivalence tests against
+# each other supported Kafka line; `make test` runs the pom's version (4.3.1) only.
+KAFKA_MATRIX ?= 3.9.2
+KAFKA_MATRIX_TESTS := tests/equivalence tests/proxy/test_clients.py tests/kafka/test_java_clients.py \
+	tests/kafka/test_share_streams.py tests/kafka/test_clusters.py tests/kafka/test_tools.py \
+	tests/kafka/test_authz.py tests/enforce/test_fetch_sessions_kafka.py
+
+.PHONY: test-kafka-matrix
+test-kafka-matrix: $(TEST_STAMP)  ## transparency + equivalence tests against KAFKA_MATRIX (3.9.2; jars in tests/kafka/lib-<v>)
+	@failed=""; for v in $(KAFKA_MATRIX); do \
+	  $(MAKE) -s -C tests/kafka jars KAFKA_VERSION=$$v || exit 1; \
+	  echo "== Apache Kafka $$v"; \
+	  KAFKA_VERSION=$$v $(VENV)/bin/pytest -m kafka $(KAFKA_MATRIX_TESTS) $(PYTEST_ARGS) || failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "Kafka versions with failures:$$failed" >&2; exit 1; fi
+
 .PHONY: fuzz
 fuzz: $(TEST_STAMP)  ## long TCP-level fuzz run: FUZZ_CASES (200000), FUZZ_SEED (fresh), FUZZ_CASE (docs/fuzzing.md)
 	FUZZ_CASES=$(or $(FUZZ_CASES),200000) FUZZ_SEED=$(or $(FUZZ_SEED),$(shell date +%s)) \
