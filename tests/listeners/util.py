@@ -51,7 +51,7 @@ def write_acls(path: Path, *entries: dict) -> Path:
 def read_audit(proxy, path: Path) -> list[dict]:
     """Every audit event so far (aggregated windows flushed first)."""
     audit = proxy.server.audit
-    proxy.run(lambda: (audit.flush_aggregates(), audit._file.flush()))
+    proxy.run(lambda: (audit.flush_aggregates(), audit.file.tick()))  # tick: to the OS
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
