@@ -114,10 +114,17 @@ def ensure_topic(settings: KafkaStoreSettings) -> None:
             "(one partition is one order)"
         )
     resource = ConfigResource(ResourceType.TOPIC, settings.topic)
-    try:
-        configs = admin.describe_configs([resource])[resource].result(timeout)
-    except KafkaException as exc:
-        raise AclStoreError(f"ACL topic {settings.topic}: cannot read its configs: {exc}") from None
+    while True:  # the broker asked may learn of a new topic a moment after the one that made it
+        try:
+            configs = admin.describe_configs([resource])[resource].result(timeout)
+            break
+        except KafkaException as exc:
+            unknown = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not unknown or time.monotonic() > deadline:
+                raise AclStoreError(
+                    f"ACL topic {settings.topic}: cannot read its configs: {exc}"
+                ) from None
+            time.sleep(0.1)
     policy = configs["cleanup.policy"].value or ""
     if "compact" not in policy or "delete" in policy:
         raise AclStoreError(

@@ -20,6 +20,7 @@ These run in `make test` (issue 11 asks for them there), about a minute together
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
 from collections.abc import Iterator
@@ -46,6 +47,31 @@ def cluster(kafka_cluster3: KafkaCluster) -> Iterator[KafkaCluster]:
     kafka_cluster3.start_nodes()  # no-op when all run; waits until every node is ready
     yield kafka_cluster3
     kafka_cluster3.start_nodes()
+    restore_preferred_leaders(kafka_cluster3)
+
+
+def restore_preferred_leaders(cluster: KafkaCluster, timeout: float = 60.0) -> None:
+    """Leadership back on every partition's first replica, as before the faults: a killed or
+    restarted node comes back leading nothing, and the tests after these (a 3-node equivalence
+    scenario wants coordinators away from the bootstrap node) must find the cluster balanced."""
+    from confluent_kafka import ElectionType
+
+    admin = cluster.admin()
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(timeout=10)
+        off = [
+            (t.topic, p.id)
+            for t in md.topics.values()
+            for p in t.partitions.values()
+            if p.replicas and p.leader != p.replicas[0]
+        ]
+        if not off:
+            return
+        assert time.monotonic() < deadline, f"preferred leaders not restored: {off[:5]}"
+        with contextlib.suppress(Exception):  # ELECTION_NOT_NEEDED and the like: look again
+            admin.elect_leaders(ElectionType.PREFERRED, None).result(10)
+        time.sleep(0.5)
 
 
 def change_acls(i: int) -> list[AclBinding]:
