@@ -118,6 +118,19 @@ def _with_corr(frame: bytes, corr: int) -> bytes:
     return bytes(out)
 
 
+def _produced(mod: Any) -> Any:
+    """Partition 0 written at offset 7: the same entry in every Produce answer version."""
+    return mod.PartitionProduceResponse(
+        index=i32(0),
+        error_code=ErrorCode.none,
+        base_offset=i64(7),
+        log_append_time=None,
+        log_start_offset=i64(0),
+        record_errors=(),
+        error_message=None,
+    )
+
+
 def _answers(corr: int) -> dict[str, bytes]:
     partition = md_resp.MetadataResponsePartition(
         error_code=ErrorCode.none,
@@ -156,17 +169,7 @@ def _answers(corr: int) -> dict[str, bytes]:
                 responses=(
                     mod.TopicProduceResponse(
                         name=TopicName(TOPIC),
-                        partition_responses=(
-                            mod.PartitionProduceResponse(
-                                index=i32(0),
-                                error_code=ErrorCode.none,
-                                base_offset=i64(7),
-                                log_append_time=None,
-                                log_start_offset=i64(0),
-                                record_errors=(),
-                                error_message=None,
-                            ),
-                        ),
+                        partition_responses=(_produced(mod),),
                     ),
                 ),
                 throttle_time=_NO_DELAY,
@@ -178,17 +181,7 @@ def _answers(corr: int) -> dict[str, bytes]:
             responses=(
                 p13_resp.TopicProduceResponse(
                     topic_id=TOPIC_ID,
-                    partition_responses=(
-                        p13_resp.PartitionProduceResponse(
-                            index=i32(0),
-                            error_code=ErrorCode.none,
-                            base_offset=i64(7),
-                            log_append_time=None,
-                            log_start_offset=i64(0),
-                            record_errors=(),
-                            error_message=None,
-                        ),
-                    ),
+                    partition_responses=(_produced(p13_resp),),
                 ),
             ),
             throttle_time=_NO_DELAY,

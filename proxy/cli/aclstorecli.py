@@ -47,6 +47,15 @@ class AclStoreClient(Protocol):
     def close(self) -> None: ...
 
 
+def matching(
+    bindings: Sequence[AclBinding], filters: Sequence[AclBindingFilter]
+) -> list[AclBinding]:
+    """The ACLs any of `filters` matches; all of them when there is no filter (DescribeAcls)."""
+    return (
+        [b for b in bindings if any(f.matches(b) for f in filters)] if filters else list(bindings)
+    )
+
+
 class FileAcls:
     """An ACL file (locked read-modify-write: proxy/aclstore.py)."""
 
@@ -54,10 +63,7 @@ class FileAcls:
         self.store = AclFileStore(path)
 
     def describe(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
-        bindings = self.store.load()
-        if filters:
-            bindings = [b for b in bindings if any(f.matches(b) for f in filters)]
-        return bindings
+        return matching(self.store.load(), filters)
 
     def create(self, bindings: Sequence[AclBinding]) -> None:
         self.store.modify(lambda current: current + list(bindings), create=True)
@@ -99,10 +105,7 @@ class KafkaStoreAcls:
             raise AclStoreCliError(str(exc)) from None
 
     def describe(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
-        bindings = self._loaded().authorizer.acls()
-        if filters:
-            bindings = [b for b in bindings if any(f.matches(b) for f in filters)]
-        return list(bindings)
+        return matching(self._loaded().authorizer.acls(), filters)
 
     def create(self, bindings: Sequence[AclBinding]) -> None:
         if bindings:

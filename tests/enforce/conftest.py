@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,10 +81,11 @@ class Enforced:
         ]
 
 
-@pytest.fixture
-def enforced(tansu, proxy_factory, users_file, tmp_path) -> Enforced:
-    acl_file = tmp_path / "acls.json"
-    acl_file.write_text('{"version": 1, "acls": []}\n')
+def start_enforced(
+    tansu, proxy_factory, users_file, tmp_path, acl_file: Path, **extra: Any
+) -> Enforced:
+    """An authorizing proxy in front of tansu: SASL PLAIN, User:admin a super user, the ACLs
+    of `acl_file`, its audit in tmp_path/audit.jsonl; `extra` are more proxy settings."""
     proxy = proxy_factory(
         tansu.bootstrap,
         listener_security_protocol="SASL_PLAINTEXT",
@@ -93,8 +95,16 @@ def enforced(tansu, proxy_factory, users_file, tmp_path) -> Enforced:
         allow_everyone_if_no_acl_found=False,
         super_user=["User:admin"],
         audit_file=tmp_path / "audit.jsonl",
+        **extra,
     )
     return Enforced(proxy, acl_file, tmp_path / "audit.jsonl")
+
+
+@pytest.fixture
+def enforced(tansu, proxy_factory, users_file, tmp_path) -> Enforced:
+    acl_file = tmp_path / "acls.json"
+    acl_file.write_text('{"version": 1, "acls": []}\n')
+    return start_enforced(tansu, proxy_factory, users_file, tmp_path, acl_file)
 
 
 def unique(prefix: str) -> str:

@@ -80,14 +80,19 @@ def open_targets(kafka_single, equivalence_dir):
     return reference, candidate
 
 
-@pytest.fixture(scope="session")
-def anon_targets(kafka_anon_authz, kafka_single, equivalence_dir):
-    reference = KafkaTarget(
+def _anonymous_reference(kafka_anon_authz) -> KafkaTarget:
+    """Kafka's StandardAuthorizer on PLAINTEXT, where every client is User:ANONYMOUS."""
+    return KafkaTarget(
         f"Apache Kafka {kafka_version()} + StandardAuthorizer, PLAINTEXT (User:ANONYMOUS)",
         {ANON: Profile(ANON, kafka_anon_authz.bootstrap)},
         kafka_anon_authz.admin_config(),
         kafka_acls=kafka_anon_authz.acls,
     )
+
+
+@pytest.fixture(scope="session")
+def anon_targets(kafka_anon_authz, kafka_single, equivalence_dir):
+    reference = _anonymous_reference(kafka_anon_authz)
     candidate = ProxyTarget(
         f"aclgate (same ACLs) in front of Apache Kafka {kafka_version()} without authorizer",
         kafka_single.bootstrap,
@@ -217,12 +222,7 @@ def mtls_targets(kafka_anon_authz, kafka_single, mtls_pki, equivalence_dir):
 def cluster3_targets(kafka_anon_authz, kafka_cluster3, equivalence_dir):
     """Kafka's StandardAuthorizer (single node) vs. aclgate with the same ACLs in front of
     the session's 3-node cluster (tests/equivalence/scenarios_cluster3.py)."""
-    reference = KafkaTarget(
-        f"Apache Kafka {kafka_version()} + StandardAuthorizer, PLAINTEXT (User:ANONYMOUS)",
-        {ANON: Profile(ANON, kafka_anon_authz.bootstrap)},
-        kafka_anon_authz.admin_config(),
-        kafka_acls=kafka_anon_authz.acls,
-    )
+    reference = _anonymous_reference(kafka_anon_authz)
     candidate = ProxyTarget(
         f"aclgate (same ACLs) in front of the 3-node Apache Kafka {kafka_version()}",
         kafka_cluster3.bootstrap,

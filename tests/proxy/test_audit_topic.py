@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from aclgate.proxy.auditkafka import AuditTopicSettings, KafkaAuditSink
 from aclgate.proxy.embedded_broker import free_port
-from tests.enforce.conftest import Enforced, users_file  # noqa: F401 (a fixture)
+from tests.enforce.conftest import start_enforced, users_file  # noqa: F401 (a fixture)
 from tests.enforce.test_clients_enforced import create_topics, produce
 from tests.fixtures.wait import wait_until
 
@@ -90,19 +90,9 @@ def audited(tansu, proxy_factory, users_file, tmp_path):  # noqa: F811
         acl("User:bob", "DESCRIBE", "orders-", "PREFIXED"),
     )
     topic = unique("aclgate-audit")
-    proxy = proxy_factory(
-        tansu.bootstrap,
-        listener_security_protocol="SASL_PLAINTEXT",
-        sasl_mechanisms="PLAIN",
-        users_file=users_file,
-        acl_file=acl_file,
-        allow_everyone_if_no_acl_found=False,
-        super_user=["User:admin"],
-        audit_file=tmp_path / "audit.jsonl",
-        audit_topic=topic,
-        audit_window=1.0,
+    gate = start_enforced(
+        tansu, proxy_factory, users_file, tmp_path, acl_file, audit_topic=topic, audit_window=1.0
     )
-    gate = Enforced(proxy, acl_file, tmp_path / "audit.jsonl")
     gate.topic = topic  # type: ignore[attr-defined]
     gate.upstream = tansu.bootstrap  # type: ignore[attr-defined]
     return gate
