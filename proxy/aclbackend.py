@@ -49,6 +49,8 @@ class AclStoreStatus:
     error: str | None = None
     #: seconds since the store was last known to be in step with its source, or None if it is
     seconds_stale: float | None = None
+    #: records read so far by the initial replay (kafka; /readyz shows it until `loaded`)
+    records_replayed: int = 0
 
 
 class AclBackend(Protocol):

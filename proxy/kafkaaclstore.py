@@ -164,6 +164,8 @@ class LogReader:
         #: the offset and reason of the record the reader stopped at
         self.halted: tuple[int, str] | None = None
         self.undecodable = 0
+        #: records read (and decoded) since the start: the initial replay's progress
+        self.records_read = 0
         self.last_error: str | None = None
         self._group_denied_logged = False
         #: one object per distinct name, principal and host (a big policy repeats them)
@@ -221,6 +223,7 @@ class LogReader:
                     exc,
                 )
                 break
+            self.records_read += 1
             if replaying:
                 self.state.replay(offset, record)
             else:
@@ -604,4 +607,5 @@ class KafkaAclBackend:
             fingerprint=published[1] if published else "",
             error=error,
             seconds_stale=stale,
+            records_replayed=reader.records_read if reader is not None else 0,
         )

@@ -268,7 +268,18 @@ class ProxyServer:
             )
 
     async def start(self) -> None:
-        await self._load_policy()
+        if self.config.metrics_listen:
+            # before the policy: a long ACL-topic replay answers /healthz 200 (alive) and
+            # /readyz 503 with its progress, rather than refusing the probes
+            self.health = HealthServer(self.metrics.registry, self.readiness)
+            self.metrics_address = await self.health.start(*self.config.metrics_listen)
+            log.info("metrics and health on http://%s:%d/metrics", *self.metrics_address)
+        try:
+            await self._load_policy()
+        except BaseException:
+            if self.health is not None:
+                await self.health.close()
+            raise
         # OAUTHBEARER keys from a JWKS URL: fetched before the first client, then kept fresh
         self._tasks.extend(await start_jwks(self.security.oauth))  # proxy/jwks.py
         log.info("pre-compiled kio readers in %.2fs", prewarm_kio())
@@ -313,10 +324,6 @@ class ProxyServer:
         # Reserve the actual bootstrap port (it may have been 0 = ephemeral).
         self.directory.reserved.add(self.bootstrap_address[1])
         self.directory.open_fixed()
-        if self.config.metrics_listen:
-            self.health = HealthServer(self.metrics.registry, self.readiness)
-            self.metrics_address = await self.health.start(*self.config.metrics_listen)
-            log.info("metrics and health on http://%s:%d/metrics", *self.metrics_address)
         log.info(
             "listening on %s:%d for clients (%s%s), upstream %s (%s)",
             *self.bootstrap_address,
@@ -677,6 +684,7 @@ class ProxyServer:
                 "seconds_stale": status.seconds_stale,
             }
             if not status.loaded:
+                details["acl_store"]["records_replayed"] = status.records_replayed
                 return False, details
         return self.upstream_reachable and self.authorizer.ready, details
 
