@@ -17,11 +17,14 @@ second, and the CPU seconds the proxy's processes (the supervisor and its worker
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
+import os
 import selectors
 import shlex
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +45,10 @@ def _request_bytes(kind: str) -> bytes:
     from aclgate.protocol.codec import encode_request
     from aclgate.protocol.versions import request_class
 
+    if kind in ("produce", "produce_v11"):
+        from bench.latency import build_requests
+
+        return build_requests(TOPIC)[kind]
     if kind == "apiversions":
         cls = request_class(18, 3)
         body = cls(client_software_name="scaling", client_software_version="1")
@@ -54,8 +61,21 @@ def _request_bytes(kind: str) -> bytes:
 
 
 #: what the clients may keep in flight: Metadata v4 for one topic (authorized, answer
-#: rewritten), or ApiVersions v3 (not authorized; the answer is narrowed by the proxy)
-REQUESTS = ("metadata", "apiversions")
+#: rewritten), ApiVersions v3 (not authorized; the answer is narrowed by the proxy), or Produce
+#: v9 / v11 of one 100-byte record (the hot path: peeked, authorized, answer walked)
+REQUESTS = ("metadata", "apiversions", "produce", "produce_v11")
+
+
+def start_replay_upstream(binary: Path, broker: str) -> tuple[subprocess.Popen, str]:
+    """bench/loadgen's replaying broker stand-in in front of `broker`: the first request of
+    each kind goes to the broker, identical ones are answered with its answer (a few µs)."""
+    proc = subprocess.Popen(
+        [str(binary), "-replay-listen", "127.0.0.1:0", "-replay-upstream", broker],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
 
 
 def client(
@@ -104,7 +124,45 @@ def client(
     out.put(counted)
 
 
+def build_go_client(work: Path) -> Path:
+    """bench/loadgen (Go, standard library only) built into `work`: a client that spends a
+    few µs per answer, so the proxy is the hop that runs out of CPU on a small machine."""
+    binary = work / "loadgen"
+    source = Path(__file__).with_name("loadgen")
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+    subprocess.run(["go", "build", "-o", str(binary), "."], check=True, cwd=source, env=env)
+    return binary
+
+
+def run_go_load(port: int, pid: int, args: argparse.Namespace) -> dict[str, float]:
+    """The same load from one Go process (connections = --clients x --connections)."""
+    request = args.work / f"{args.request}.bin"
+    request.write_bytes(_request_bytes(args.request))
+    command = [
+        str(args.go_binary),
+        *("-addr", f"127.0.0.1:{port}", "-request", str(request)),
+        *("-connections", str(args.clients * args.connections), "-depth", str(args.depth)),
+        *("-warmup", "1s", "-seconds", str(args.seconds)),
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # the client's warm-up second
+    cpu0 = tree_cpu_seconds(pid)
+    out, _ = proc.communicate(timeout=args.seconds + 60)
+    cpu = tree_cpu_seconds(pid) - cpu0
+    if proc.returncode != 0:
+        raise SystemExit(f"loadgen failed (exit {proc.returncode})")
+    result = json.loads(out)
+    answers = int(result["answers"])
+    return {
+        "answers_per_s": round(answers / float(result["seconds"])),
+        "proxy_cpu_s": round(cpu, 2),
+        "proxy_cpu_s_per_10k": round(cpu / answers * 10_000, 4) if answers else 0.0,
+    }
+
+
 def run_load(port: int, pid: int, args: argparse.Namespace) -> dict[str, float]:
+    if args.client == "go":
+        return run_go_load(port, pid, args)
     queue: Any = multiprocessing.Queue()
     procs = [
         multiprocessing.Process(
@@ -146,9 +204,14 @@ def markdown(data: dict[str, Any]) -> str:
         f"{data['environment']['loadavg_before'][0]} before, "
         f"{data['environment']['loadavg_after'][0]} after.",
         "",
-        f"{data['config']['clients']} client processes x {data['config']['connections']} "
-        f"connections x {data['config']['depth']} {data['config']['request']} requests in "
-        "flight, "
+        (
+            f"One Go client process (bench/loadgen) with "
+            f"{data['config']['clients'] * data['config']['connections']} connections"
+            if data["config"].get("client") == "go"
+            else f"{data['config']['clients']} Python client processes x "
+            f"{data['config']['connections']} connections"
+        )
+        + f" x {data['config']['depth']} {data['config']['request']} requests in flight, "
         f"{data['config']['seconds']} s per run, {data['config']['rounds']} rounds.",
         "",
         "| | answers/s (median) | proxy CPU s per 10k answers | runs |",
@@ -186,6 +249,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--depth", type=int, default=32)
     parser.add_argument("--request", choices=REQUESTS, default="apiversions")
+    parser.add_argument(
+        "--upstream",
+        choices=("replay", "tansu"),
+        default="replay",
+        help="replay: bench/loadgen's broker stand-in in front of tansu answers repeated "
+        "requests with tansu's first answer (a few µs each); tansu: tansu itself (about 70 µs "
+        "of CPU per ApiVersions, more under concurrency: the broker becomes the bottleneck)",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("go", "python"),
+        default="go",
+        help="go: bench/loadgen built with `go build` (a few µs per answer); python: "
+        "selector loops in --clients processes (costlier than the proxy's work per answer)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--stem", default="workers_scaling")
     args = parser.parse_args(argv)
@@ -197,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="aclgate-scaling-") as tmp:
         work = Path(tmp)
+        args.work = work
+        if args.client == "go" or args.upstream == "replay":
+            args.go_binary = build_go_client(work)
         acl_file = work / "acls.json"
         acl_file.write_text(
             dump_acl_file(
@@ -218,13 +299,17 @@ def main(argv: list[str] | None = None) -> int:
             for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
                 future.result(30)
             services = {}
+            replay = None
+            upstream = broker.bootstrap
+            if args.upstream == "replay":
+                replay, upstream = start_replay_upstream(args.go_binary, broker.bootstrap)
             try:
                 for path, count in PATHS.items():
                     port, node = free_port(), free_port()
                     first = node - 111  # tansu's node id: FIRST + 111 is a free port
                     argv_ = [
                         sys.executable,
-                        *("-m", "aclgate", "serve", "--upstream", broker.bootstrap),
+                        *("-m", "aclgate", "serve", "--upstream", upstream),
                         *("--listen", f"127.0.0.1:{port}"),
                         *("--broker-ports", f"{first}-{first + 999}"),
                         *("--acl-file", str(acl_file), "--log-level", "INFO"),
@@ -259,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 for service in services.values():
                     service.stop()
+                if replay is not None:
+                    replay.kill()
+                    replay.wait()
     env["loadavg_after"] = _loadavg()
     summary: dict[str, Any] = {
         path: {
@@ -269,10 +357,19 @@ def main(argv: list[str] | None = None) -> int:
     }
     summary["ratio"] = round(summary["w2"]["answers_per_s"] / summary["w1"]["answers_per_s"], 2)
     notes = [
-        "The clients and tansu share the machine's cores with the proxy: on 2 cores, "
+        "The clients and the upstream share the machine's cores with the proxy: on 2 cores, "
         "`--workers 2` competes with them for the second core, so the ratio is a floor of "
         "what 2 workers give on a host where the proxy has 2 cores to itself.",
     ]
+    if args.upstream == "replay":
+        notes.append(
+            "Upstream: bench/loadgen's replaying stand-in in front of tansu. The first request "
+            "of each kind (the frame past its correlation id) is asked of tansu; identical "
+            "requests get tansu's answer with their correlation id patched in, a few µs each. "
+            "tansu itself spends about 70 µs of CPU per ApiVersions, and more under "
+            "concurrency, so in front of it the broker, not the proxy, is the bottleneck "
+            "(`--upstream tansu`)."
+        )
     if max(env["loadavg_before"][0], env["loadavg_after"][0]) > (env.get("cores") or 1):
         notes.append(
             "The machine was busier than its core count (other work was running): compare "
@@ -283,7 +380,17 @@ def main(argv: list[str] | None = None) -> int:
         "finished": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "environment": env,
         "config": {
-            k: getattr(args, k) for k in ("seconds", "rounds", "clients", "connections", "depth")
+            k: getattr(args, k)
+            for k in (
+                "seconds",
+                "rounds",
+                "clients",
+                "connections",
+                "depth",
+                "request",
+                "client",
+                "upstream",
+            )
         },
         "rounds": rounds,
         "summary": summary,

@@ -1,0 +1,3 @@
+module aclgate.dev/bench/loadgen
+
+go 1.21
