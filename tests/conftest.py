@@ -6,6 +6,8 @@ Shared fixtures live in tests/fixtures/ and are registered here as plugins.
 
 import uvloop
 
+from tests.schedule import heaviest_files_first, under_xdist
+
 pytest_plugins = [
     "tests.fixtures.tansu",
     "tests.fixtures.proxy",
@@ -16,3 +18,9 @@ pytest_plugins = [
 
 def pytest_asyncio_loop_factories(config, item):
     return {"uvloop": uvloop.new_event_loop}
+
+
+def pytest_collection_modifyitems(config, items):
+    # sequential runs keep the files' own order; `make test`'s workers get the longest first
+    if under_xdist():
+        heaviest_files_first(items)
