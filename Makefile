@@ -28,11 +28,12 @@ run: $(DEMO_STAMP)  ## start an embedded broker with aclgate in front of it (Ctr
 	$(VENV)/bin/aclgate demo
 
 # Two pytest-xdist workers, a test file each at a time (a file's module fixtures stay in one
-# process), heaviest files first (tests/schedule.py); TEST_WORKERS=0 runs in one process.
+# process; the Spark files together), heaviest first (tests/schedule.py); TEST_WORKERS=0 runs
+# in one process.
 TEST_WORKERS ?= 2
 
 test: $(TEST_STAMP) kafka-jars  ## install everything and run the whole test suite (but the long fault runs)
-	$(VENV)/bin/pytest -m "not faults" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not faults" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 test-faults: $(TEST_STAMP) kafka-jars  ## every fault run (3-node Kafka, ~5 min); writes bench/results/faults.md
 	FAULTS_RESULTS=bench/results/faults.md $(VENV)/bin/pytest tests/faults $(PYTEST_ARGS)

@@ -4,9 +4,10 @@ Every asyncio test and fixture runs on uvloop, the loop the proxy runs on in pro
 Shared fixtures live in tests/fixtures/ and are registered here as plugins.
 """
 
+import pytest
 import uvloop
 
-from tests.schedule import heaviest_files_first, under_xdist
+from tests.schedule import heaviest_units_first, make_scheduler, under_xdist
 
 pytest_plugins = [
     "tests.fixtures.tansu",
@@ -21,6 +22,11 @@ def pytest_asyncio_loop_factories(config, item):
 
 
 def pytest_collection_modifyitems(config, items):
-    # sequential runs keep the files' own order; `make test`'s workers get the longest first
+    # sequential runs keep the files' own order; `make test`'s workers: tests/schedule.py
     if under_xdist():
-        heaviest_files_first(items)
+        heaviest_units_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config, log):
+    return make_scheduler(config, log)

@@ -1,16 +1,21 @@
-"""The order `make test` hands test files to its two workers (pytest-xdist, `--dist loadfile`).
+"""How `make test` spreads the suite over its two workers (pytest-xdist, `-n 2 --dist loadfile`).
 
-The workers take whole files in collection order, so a long file collected last keeps one
-worker busy while the other idles. Collected heaviest first instead (longest processing time
-first), the two finish close together. The seconds are each file's setup + calls + teardowns
-in one sequential `pytest -m "not faults" --durations=0` run on the 2-core machine
-(2026-11-26); files not listed are shorter and keep their order. The table only orders:
-a stale figure costs minutes, never a test.
+Each test file is one unit of work (its module fixtures stay in one process), except the Spark
+files (tests/pipeline/), which are one unit together: run back to back on one worker, they
+share that worker's Spark session and never compete with each other for the cores and memory
+two Spark JVMs at once would need. The scheduler is xdist's own load-scope scheduler with
+these units as its scopes (`pytest_xdist_make_scheduler`). The units are handed out heaviest
+first (longest processing time first, with `--no-loadscope-reorder`, as xdist would otherwise
+order them by test count), so the two workers finish close together. The seconds are each file's setup + calls +
+teardowns in one sequential `pytest -m "not faults" --durations=0` run on the 2-core machine
+(2026-11-26); files not listed are shorter and keep their order. The table only orders: a
+stale figure costs minutes, never a test.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -43,14 +48,42 @@ SECONDS = {
     "tests/kafka/test_tools.py": 20,
     "tests/pipeline/test_report.py": 19,
     "tests/fuzz/test_tcp_fuzz.py": 19,
+    "tests/pipeline/test_proxy_log.py": 16,
+    "tests/pipeline/test_cli.py": 11,
+    "tests/pipeline/test_reader.py": 11,
+    "tests/pipeline/test_advisor.py": 10,
 }
+SPARK_UNIT = "tests/pipeline/"
 
 
-def heaviest_files_first(items: list[pytest.Item]) -> None:
-    """Sort in place by the file's seconds, longest first (stable: a file's tests keep their
-    order, unlisted files theirs)."""
-    items.sort(key=lambda item: -SECONDS.get(item.nodeid.split("::", 1)[0], 0))
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or the Spark unit."""
+    path = nodeid.split("::", 1)[0]
+    return SPARK_UNIT if path.startswith(SPARK_UNIT) else path
+
+
+def heaviest_units_first(items: list[pytest.Item]) -> None:
+    """Sort the units heaviest first, in place (stable: a unit's tests keep their order,
+    unlisted files theirs)."""
+    weight = {unit_of(item.nodeid): 0 for item in items}
+    for path, seconds in SECONDS.items():
+        unit = unit_of(path)
+        if unit in weight:
+            weight[unit] += seconds
+    items.sort(key=lambda item: -weight[unit_of(item.nodeid)])
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's load-scope scheduler, a scope being a unit (unit_of)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return UnitScheduling(config, log)
 
 
 def under_xdist() -> bool:
+    """In an xdist worker (where the collection is ordered)."""
     return "PYTEST_XDIST_WORKER" in os.environ
