@@ -20,7 +20,7 @@ On one Apache Kafka 4.3.1 node (tests/kafka), a 2-partition topic:
    process tree), as bench/pipeline.py measures the report from JSON Lines.
 
 The 2 cores are shared with the broker, the producer and anything else running: the load
-average is recorded. Writes bench/results/stream.json and bench/results/stream.md.
+average is recorded. Writes bench/results/STEM.json and STEM.md (--stem, default stream).
 """
 
 from __future__ import annotations
@@ -227,6 +227,9 @@ def main() -> None:
     parser.add_argument("--payload-lines", type=int, default=200_000)
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--work", default=None, help="work directory (default: a temp dir)")
+    parser.add_argument(
+        "--stem", default="stream", help="results file names in bench/results/ (default stream)"
+    )
     args = parser.parse_args()
 
     from tests.kafka.cluster import KafkaCluster
@@ -259,8 +262,8 @@ def main() -> None:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "stream.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "stream.md").write_text(render(results))
+    (RESULTS / f"{args.stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / f"{args.stem}.md").write_text(render(results))
     print(render(results))
 
 

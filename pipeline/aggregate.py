@@ -1,8 +1,9 @@
-"""The report's tables, all derived from one grouped table of the events.
+"""The report's tables, all derived from one grouped table of the lines.
 
-Grouping the (cached) events once by everything the report slices on turns millions of
-lines into at most a few hundred thousand rows; access, top-N lists and ACL usage are then
-cheap queries over that. Every sum is over `count`, because one aggregated line stands for
+Grouping every line once by its pile and everything the report slices on (the fine table,
+reader.fine_table) turns millions of lines into at most a few hundred thousand rows; access,
+denials, top-N lists and ACL usage are then cheap queries over that, and only the timeline
+reads the events again. Every sum is over `count`, because one aggregated line stands for
 `count` identical decisions.
 """
 
@@ -41,18 +42,18 @@ BUCKET_SECONDS = (
 def _seen() -> list[Column]:
     from pyspark.sql import functions as F
 
-    return [
-        F.min(F.coalesce("ts_first", "ts")).alias("first_seen"),
-        F.max("ts").alias("last_seen"),
-    ]
+    return [F.min("first_seen").alias("first_seen"), F.max("last_seen").alias("last_seen")]
 
 
-def grouped_events(events: DataFrame) -> DataFrame:
-    """Events grouped by decision key, API, outcome and deciding ACL (the report's base)."""
+def grouped_events(fine: DataFrame) -> DataFrame:
+    """The events (of the window) grouped by decision key, API, outcome and deciding ACL: the
+    report's base, from the fine table (reader.fine_table)."""
     from pyspark.sql import functions as F
 
-    return events.groupBy(*KEY_FIELDS, "api", "decision", "enforced", "rule", "acl").agg(
-        F.sum("count").alias("events"), F.count(F.lit(1)).alias("lines"), *_seen()
+    return (
+        fine.filter(F.col("_event"))
+        .groupBy(*KEY_FIELDS, "api", "decision", "enforced", "rule", "acl")
+        .agg(F.sum("events").alias("events"), F.sum("lines").alias("lines"), *_seen())
     )
 
 
@@ -67,14 +68,14 @@ def access_table(base: DataFrame) -> DataFrame:
     )
 
 
-def denied_table(events: DataFrame) -> DataFrame:
+def denied_table(fine: DataFrame) -> DataFrame:
     """denied/: each denied request shape, whether it was enforced, and which client sent it."""
     from pyspark.sql import functions as F
 
     return (
-        events.filter(F.col("decision") == "DENIED")
+        fine.filter(F.col("_event") & (F.col("decision") == "DENIED"))
         .groupBy(*KEY_FIELDS, "client_id", "api", "enforced", "rule")
-        .agg(F.sum("count").alias("count"), *_seen())
+        .agg(F.sum("events").alias("count"), *_seen())
         .orderBy(F.desc("count"), *KEY_FIELDS)
     )
 

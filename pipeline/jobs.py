@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 from aclgate.pipeline.inputs import expand_inputs
 from aclgate.pipeline.kafkasource import KafkaInput
 from aclgate.pipeline.malformed import malformed_lines, malformed_sample
-from aclgate.pipeline.reader import AuditData, line_stats, read_audit
+from aclgate.pipeline.reader import AuditData, fine_stats, fine_table, line_stats, read_audit
 from aclgate.pipeline.timeutil import iso
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from aclgate.pipeline.spark import Progress
 
@@ -29,6 +29,13 @@ class InputError(ValueError):
 class LoadedAudit:
     data: AuditData
     summary: dict[str, Any]
+    #: with load_audit(fine=True): reader.fine_table, persisted
+    fine: DataFrame | None = None
+
+    def release(self) -> None:
+        if self.fine is not None:
+            self.fine.unpersist()
+        self.data.release()
 
 
 def load_audit(
@@ -39,9 +46,11 @@ def load_audit(
     until: datetime | None = None,
     malformed_out: Path | None = None,
     kafka: KafkaInput | None = None,
+    fine: bool = False,
 ) -> LoadedAudit:
     """Parse all input once (cached) and report malformed lines with file and line number.
-    With `kafka`, the topic's records from the earliest to the latest offsets are read too."""
+    With `kafka`, the topic's records from the earliest to the latest offsets are read too.
+    `fine`: the counts come from reader.fine_table, kept for the caller (the report)."""
     files = expand_inputs(paths)
     if files.missing:
         raise InputError("no such file or directory: " + ", ".join(files.missing))
@@ -50,7 +59,14 @@ def load_audit(
         f"reading {len(files.jsonl)} JSONL and {len(files.parquet)} Parquet file(s){topic}"
     )
     data = read_audit(spark, files, since, until, kafka)
-    stats = line_stats(data)
+    table = None
+    if fine:
+        from pyspark import StorageLevel
+
+        table = fine_table(data, since, until).persist(StorageLevel.MEMORY_AND_DISK)
+        stats = fine_stats(data, table)
+    else:
+        stats = line_stats(data)
     bad: dict[str, Any] = {"count": stats.pop("malformed"), "sample": []}
     if bad["count"]:
         frame = malformed_lines(data)
@@ -69,4 +85,4 @@ def load_audit(
         "since": iso(since) if since else None,
         "until": iso(until) if until else None,
     }
-    return LoadedAudit(data=data, summary=stats)
+    return LoadedAudit(data=data, summary=stats, fine=table)

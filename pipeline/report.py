@@ -72,10 +72,11 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
     acls = load_acls(opts.acl_file) if opts.acl_file else None  # fail before any Spark work
     candidate = load_acls(opts.candidate_acl_file) if opts.candidate_acl_file else None
     loaded = load_audit(
-        spark, opts.audit, progress, opts.since, opts.until, out / "malformed", opts.kafka
+        spark, opts.audit, progress, opts.since, opts.until, out / "malformed", opts.kafka, True
     )
     events = loaded.data.events
-    base = grouped_events(events).persist(StorageLevel.MEMORY_AND_DISK)
+    assert loaded.fine is not None  # asked for
+    base = grouped_events(loaded.fine).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         progress.step("aggregating access")
         write_parquet(access_table(base), out / "access")
@@ -88,7 +89,7 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
         summary["top"] = top_lists(base, opts.top)
 
         progress.step("collecting denials and the timeline")
-        denied = denied_table(events).cache()
+        denied = denied_table(loaded.fine).cache()
         write_parquet(denied, out / "denied" / "parquet")
         write_csv(denied, out / "denied" / "csv")
         denied.unpersist()
@@ -132,4 +133,4 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
         return summary
     finally:
         base.unpersist()
-        loaded.data.release()
+        loaded.release()

@@ -14,7 +14,7 @@ from aclgate.pipeline.advisor import Key, removals
 from aclgate.pipeline.aggregate import grouped_events
 from aclgate.pipeline.evaluate import Policy
 from aclgate.pipeline.inputs import expand_inputs
-from aclgate.pipeline.reader import read_audit
+from aclgate.pipeline.reader import fine_table, read_audit
 from aclgate.pipeline.schema import ACL_FIELDS, acl_entry
 from tests.pipeline.helpers import event, write_acl_file, write_jsonl
 
@@ -49,7 +49,7 @@ def test_report_separates_unused_from_redundant(spark, tmp_path):
     acls = load_acls(str(write_acl_file(tmp_path / "acls.json", POLICY)))
     policy = Policy(acls.text, ("User:admin",))
     data = read_audit(spark, expand_inputs([str(audit)]))
-    base = grouped_events(data.events).cache()
+    base = grouped_events(fine_table(data, None, None)).cache()
     table = acl_usage_table(spark, base, acls, policy).cache()
     usage = usage_summary(table)
     usage["removable"] = removal_plan(table, base, acls, policy)
