@@ -20,7 +20,7 @@ On one Apache Kafka 4.3.1 node (tests/kafka), a 2-partition topic:
    process tree), as bench/pipeline.py measures the report from JSON Lines.
 
 The 2 cores are shared with the broker, the producer and anything else running: the load
-average is recorded. Writes bench/results/STEM.json and STEM.md (--stem, default stream).
+average is recorded. Writes bench/results/<stem>.json and .md (--stem, default stream).
 """
 
 from __future__ import annotations
