@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     data["environment"] = environment()
     data["recorded"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    data["command"] = "python -m bench.stream_ingest " + " ".join(argv or sys.argv[1:])
+    data["command"] = " ".join(["python -m bench.stream_ingest", *(argv or sys.argv[1:])])
     text = markdown(data)
     write_results(args.out, args.stem, data, text)
     print(text)

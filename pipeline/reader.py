@@ -204,6 +204,13 @@ def validated(raw: Column, j: Column) -> dict[str, Column]:
     }
 
 
+def usable() -> Column:
+    """A valid decision event: not blank, not another event kind, not malformed."""
+    from pyspark.sql import functions as F
+
+    return F.col("_error").isNull() & ~F.col("_blank") & ~F.col("_other")
+
+
 def parses_text(files: InputFiles, kafka: KafkaInput | None) -> bool:
     """Whether the input is JSON text (JSON Lines, the topic): then the parsed lines are
     cached, as parsing is the costly part. Parquet alone is read again by each pass instead:
@@ -234,9 +241,7 @@ def read_audit(
     )
     if parses_text(files, kafka):
         lines = lines.persist(StorageLevel.DISK_ONLY)
-    events = lines.filter(F.col("_error").isNull() & ~F.col("_blank") & ~F.col("_other")).select(
-        *EVENT_COLUMNS
-    )
+    events = lines.filter(usable()).select(*EVENT_COLUMNS)
     if since is not None:
         events = events.filter(F.col("ts") >= F.lit(since))
     if until is not None:
@@ -256,7 +261,7 @@ def fine_table(data: AuditData, since: datetime | None, until: datetime | None) 
     are cheap queries, instead of one pass over the input each."""
     from pyspark.sql import functions as F
 
-    good = F.col("_error").isNull() & ~F.col("_blank") & ~F.col("_other")
+    good = usable()
     event = good
     if since is not None:
         event = event & (F.col("ts") >= F.lit(since))
@@ -316,7 +321,7 @@ def line_stats(data: AuditData) -> dict[str, Any]:
     """Counts of every pile (one pass over the lines; for text input it also fills the cache)."""
     from pyspark.sql import functions as F
 
-    good = F.col("_error").isNull() & ~F.col("_blank") & ~F.col("_other")
+    good = usable()
     row = data.lines.agg(
         F.count(F.lit(1)).alias("lines"),
         F.count(F.when(F.col("_blank"), 1)).alias("blank"),

@@ -72,7 +72,14 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
     acls = load_acls(opts.acl_file) if opts.acl_file else None  # fail before any Spark work
     candidate = load_acls(opts.candidate_acl_file) if opts.candidate_acl_file else None
     loaded = load_audit(
-        spark, opts.audit, progress, opts.since, opts.until, out / "malformed", opts.kafka, True
+        spark,
+        opts.audit,
+        progress,
+        opts.since,
+        opts.until,
+        out / "malformed",
+        opts.kafka,
+        fine=True,
     )
     events = loaded.data.events
     assert loaded.fine is not None  # asked for

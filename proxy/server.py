@@ -276,10 +276,15 @@ class ProxyServer:
             log.info("metrics and health on http://%s:%d/metrics", *self.metrics_address)
         try:
             await self._load_policy()
-        except BaseException:
+            await self._start_serving()
+        except BaseException:  # nothing of a proxy that did not start keeps listening
             if self.health is not None:
                 await self.health.close()
+                self.health = None
             raise
+
+    async def _start_serving(self) -> None:
+        """Everything after the policy: the client listeners, the audit trail, the tasks."""
         # OAUTHBEARER keys from a JWKS URL: fetched before the first client, then kept fresh
         self._tasks.extend(await start_jwks(self.security.oauth))  # proxy/jwks.py
         log.info("pre-compiled kio readers in %.2fs", prewarm_kio())

@@ -9,6 +9,7 @@ from kio.static.primitive import i8, i16
 
 from aclgate.protocol.codec import encode_response
 from aclgate.protocol.versions import request_class, response_class
+from tests.fixtures.ports import free_port_block
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.fixtures.scripted_broker import ScriptedCluster, _defaults
 
@@ -72,7 +73,7 @@ def test_each_broker_port_reaches_its_own_broker(cluster, proxy_factory):
 def test_fixed_node_ports_and_port_range(cluster, proxy_factory):
     from aclgate.proxy.embedded_broker import free_port
 
-    lo = _free_range(21)
+    lo = free_port_block(21)
     fixed = free_port()
     while lo <= fixed <= lo + 20:
         fixed = free_port()
@@ -137,34 +138,10 @@ def test_two_proxies_in_one_process_hand_out_their_own_ports(cluster, proxy_fact
         assert {(b.node_id, b.port) for b in body.brokers} == set(proxy_map(proxy).items())
 
 
-def _free_range(size: int) -> int:
-    """The first port of `size` consecutive free loopback ports, below Linux's ephemeral
-    range (32768+) so that the suite's own client connections do not land in it."""
-    import random
-    import socket
-
-    for _ in range(100):
-        lo = random.randrange(20000, 32000 - size)
-        socks = []
-        try:
-            for port in range(lo, lo + size):
-                sock = socket.socket()
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return lo
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise AssertionError("no free port range")
-
-
 def test_broker_ports_are_the_same_on_every_instance(proxy_factory):
     """Two instances (or one restarted) hand out FIRST + node id, whatever order brokers
     appear in: the second instance learns them from a cluster listing them in reverse."""
-    lo = _free_range(42)
+    lo = free_port_block(42)
     with ScriptedCluster([1, 2, 1000]) as one, ScriptedCluster([1000, 2, 1]) as other:
         a = proxy_factory(one.bootstrap, broker_ports=(lo, lo + 20))
         b = proxy_factory(other.bootstrap, broker_ports=(lo + 21, lo + 41))
@@ -175,7 +152,7 @@ def test_broker_ports_are_the_same_on_every_instance(proxy_factory):
 
 def test_broker_ports_survive_a_restart_with_a_broker_missing(proxy_factory):
     """A restart while broker 1 is down used to shift every later broker's port."""
-    lo = _free_range(21)
+    lo = free_port_block(21)
     with ScriptedCluster([1, 2, 1000]) as full:
         first = proxy_factory(full.bootstrap, broker_ports=(lo, lo + 20))
         before = proxy_map(first)
@@ -188,7 +165,7 @@ def test_broker_ports_survive_a_restart_with_a_broker_missing(proxy_factory):
 def test_broker_port_collision_hides_the_broker_and_says_why(proxy_factory, caplog):
     """1 and 1000 share a port in a 3-port range: the second is hidden, never given another
     broker's port (which would send its clients to the wrong broker)."""
-    lo = _free_range(3)
+    lo = free_port_block(3)
     with (
         caplog.at_level("ERROR", logger="aclgate.directory"),
         ScriptedCluster([1, 2, 1000]) as cluster,

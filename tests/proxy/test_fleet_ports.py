@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from tests.fixtures.ports import free_port_block
 from tests.fixtures.rawclient import RawClient, module, request_entity
-from tests.proxy.test_addresses import _free_range
 
 pytestmark = pytest.mark.kafka
 
@@ -65,7 +65,7 @@ def test_two_instances_hand_out_the_same_port_for_each_broker(
     topic = kafka_topic_name
     kafka_cluster3.create_topic(topic, partitions=3, replication_factor=1)
     upstream = kafka_cluster3.listener("PLAINTEXT").bootstrap
-    lo = _free_range(100)
+    lo = free_port_block(100)
     a = _instance(proxy_process, upstream, "127.0.0.1", lo)
     b = _instance(proxy_process, upstream, "127.0.0.2", lo)
     a_bootstrap, b_bootstrap = a.bootstrap, f"127.0.0.2:{b.bootstrap_port}"

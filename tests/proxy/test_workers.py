@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import socket
 import urllib.request
@@ -27,6 +26,7 @@ from aclgate.proxy.directory import port_for_node
 from aclgate.proxy.embedded_broker import free_port
 from aclgate.proxy.metricsmerge import MetricsMerger
 from aclgate.proxy.workers import restart_delay
+from tests.fixtures.ports import free_port_block
 from tests.fixtures.wait import wait_until
 from tests.scenarios import clients
 
@@ -41,18 +41,8 @@ ALLOW_ALL = [acl(ResourceType.TOPIC, "*"), acl(ResourceType.GROUP, "*")]
 
 
 def port_base(node_ids: tuple[int, ...]) -> int:
-    """FIRST for --broker-ports such that FIRST + id is free for each node id, below the
-    ephemeral range (so no client connection made elsewhere takes one meanwhile)."""
-    for _ in range(200):
-        first = random.randrange(20000, 30000)
-        try:
-            for node_id in node_ids:
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", first + node_id))
-        except OSError:
-            continue
-        return first
-    raise AssertionError("no free port block")
+    """FIRST for --broker-ports such that FIRST + id is free for each node id."""
+    return free_port_block(max(node_ids) + 1)
 
 
 def start_workers(
