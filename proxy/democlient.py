@@ -18,7 +18,16 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("topic")
     c.add_argument("--group", default="democlient")
     c.add_argument(
-        "--idle", type=float, default=5.0, help="seconds without messages before exiting"
+        "--idle",
+        type=float,
+        default=5.0,
+        help="seconds without messages before exiting, counted from the group's assignment",
+    )
+    c.add_argument(
+        "--join-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for the group to assign partitions before giving up",
     )
     args = parser.parse_args(argv)
     try:
@@ -52,11 +61,30 @@ def main(argv: list[str] | None = None) -> int:
             "session.timeout.ms": 6000,
         }
     )
-    consumer.subscribe([args.topic])
-    last = time.monotonic()
+    # The idle clock starts at the assignment, not at subscribe: a group join can take
+    # seconds on a busy broker, and exiting before it would read nothing.
+    assigned_at: list[float] = []
+
+    def on_assign(consumer: Consumer, partitions: list) -> None:
+        if not assigned_at:
+            assigned_at.append(time.monotonic())
+
+    consumer.subscribe([args.topic], on_assign=on_assign)
+    started = time.monotonic()
+    last = 0.0
     count = 0
     try:
-        while time.monotonic() - last < args.idle:
+        while True:
+            now = time.monotonic()
+            if not assigned_at:
+                if now - started >= args.join_timeout:
+                    print(
+                        f"no partitions of {args.topic} assigned within {args.join_timeout:g} s",
+                        file=sys.stderr,
+                    )
+                    return 1
+            elif now - max(last, assigned_at[0]) >= args.idle:
+                break
             msg = consumer.poll(0.5)
             if msg is None:
                 continue

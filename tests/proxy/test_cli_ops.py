@@ -209,8 +209,11 @@ def test_demo_runs_prints_bootstrap_and_stops_on_ctrl_c():
                 f"127.0.0.1:{port}",
                 "consume",
                 "demo",
+                # the idle clock starts at the assignment: the group join alone takes about
+                # 3 s (the broker's initial rebalance delay), so this reads nothing if the
+                # client counted idleness from subscribe
                 "--idle",
-                "4",
+                "2",
             ],
             capture_output=True,
             text=True,
@@ -227,6 +230,30 @@ def test_demo_runs_prints_bootstrap_and_stops_on_ctrl_c():
     hidden = int(re.search(r"embedded broker \(tansu\) on hidden port (\d+)", err).group(1))
     assert not api_versions_probe("127.0.0.1", hidden)
     assert str(hidden) not in out
+
+
+def test_democlient_gives_up_when_no_group_assigns_partitions():
+    """Nothing listens on the port: the consumer never joins, and says so instead of
+    printing "read 0 message(s)" as if the topic were empty."""
+    consume = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aclgate.proxy.democlient",
+            "--bootstrap",
+            f"127.0.0.1:{free_port()}",
+            "consume",
+            "demo",
+            "--join-timeout",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert consume.returncode == 1, consume.stderr
+    assert "no partitions of demo assigned within 2 s" in consume.stderr
+    assert "read 0" not in consume.stderr
 
 
 def test_every_metric_is_documented_and_policy_state_is_exported(tansu, proxy_factory, tmp_path):
