@@ -52,9 +52,11 @@ class HealthServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request_line = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
+            async with asyncio.timeout(5):
+                request_line = await reader.readline()
+            async with asyncio.timeout(5):
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
             parts = request_line.decode("latin-1").split()
             if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
                 status, ctype, body = 405, "text/plain", b"only GET\n"

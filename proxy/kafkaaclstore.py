@@ -311,7 +311,8 @@ class KafkaAclBackend:
         self._thread.start()
         self._writer.submit(self._warm_producer)  # the first change need not wait for it
         try:
-            await asyncio.wait_for(asyncio.shield(self._replayed), self.settings.start_timeout)
+            async with asyncio.timeout(self.settings.start_timeout):
+                await asyncio.shield(self._replayed)
         except TimeoutError:
             raise AclStoreError(
                 f"ACL topic {self.settings.topic}: not replayed to its end within "
@@ -471,7 +472,8 @@ class KafkaAclBackend:
         if published is not None:
             self._wake(published[0])
         try:
-            await asyncio.wait_for(fut, self.settings.change_timeout)
+            async with asyncio.timeout(self.settings.change_timeout):
+                await fut
         except TimeoutError:
             self._check_healthy()
             raise AclStoreError(

@@ -51,7 +51,8 @@ async def _peek(
         ready = loop.create_future()
         loop.add_reader(conn.fileno(), ready.set_result, None)
         try:
-            await asyncio.wait_for(ready, remaining)
+            async with asyncio.timeout(remaining):
+                await ready
         finally:
             loop.remove_reader(conn.fileno())
 

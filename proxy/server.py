@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -45,6 +46,8 @@ from aclgate.proxy.upstream import ControlClient, UpstreamConnector, UpstreamUna
 log = logging.getLogger("aclgate")
 
 BOOTSTRAP = "bootstrap"
+# how long close() waits for cancelled background tasks to end
+TASK_STOP_TIMEOUT = 5.0
 
 
 def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -363,15 +366,15 @@ class ProxyServer:
         learns brokers that joined."""
         interval = self.config.upstream_check_interval
         while True:
-            try:
-                await asyncio.wait_for(self._upstream_check_now.wait(), interval)
-            except TimeoutError:
-                pass
+            # asyncio.timeout, never wait_for: on Python 3.11 wait_for loses a cancel that
+            # arrives as the event is set (tests/proxy/test_shutdown_race.py)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._upstream_check_now.wait()
             self._upstream_check_now.clear()
             try:
-                await asyncio.wait_for(
-                    self.refresh_brokers(raise_errors=False), self.config.connect_timeout * 2
-                )
+                async with asyncio.timeout(self.config.connect_timeout * 2):
+                    await self.refresh_brokers(raise_errors=False)
             except TimeoutError:
                 self._upstream_failed("the broker check timed out")
 
@@ -419,7 +422,20 @@ class ProxyServer:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            # a task that swallows its cancel must not turn a SIGTERM into a hang: name it
+            # and go on closing
+            done, stuck = await asyncio.wait(self._tasks, timeout=TASK_STOP_TIMEOUT)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    log.debug("background task %s had ended: %r", task.get_name(), task.exception())
+            for task in stuck:
+                log.error(
+                    "shutdown: background task %s ignored its cancellation after %.0f s: %r",
+                    task.get_name(),
+                    TASK_STOP_TIMEOUT,
+                    task.get_coro(),
+                )
         for sock in self._raw_sockets:
             sock.close()
         if self.acl_backend is not None:

@@ -135,45 +135,40 @@ class UpstreamConnector:
             return transport, protocol, lifetime_ms
         loop = asyncio.get_running_loop()
         ssl_ctx = self._ssl
-        transport, protocol = await asyncio.wait_for(
-            loop.create_connection(
+        async with asyncio.timeout(self.timeout):
+            transport, protocol = await loop.create_connection(
                 protocol_factory, host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx else None
-            ),
-            self.timeout,
-        )
+            )
         set_nodelay(transport)
         return transport, protocol, 0
 
     async def reauthenticate(self, roundtrip: Roundtrip) -> int:
         """KIP-368: log in again on an open connection; returns the new session lifetime."""
-        client = await asyncio.wait_for(self.security.new_sasl_client(), self.timeout)
-        return await asyncio.wait_for(
-            sasl_exchange(roundtrip, client, self.security.mechanism), self.timeout
-        )
+        async with asyncio.timeout(self.timeout):
+            client = await self.security.new_sasl_client()
+        async with asyncio.timeout(self.timeout):
+            return await sasl_exchange(roundtrip, client, self.security.mechanism)
 
     async def open_stream(self, host: str, port: int) -> UpstreamStream:
         # the credentials first (an OAUTHBEARER token may have to be fetched): no broker
         # connection is held while the identity provider answers
         client = None
         if self.security is not None:
-            client = await asyncio.wait_for(self.security.new_sasl_client(), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                client = await self.security.new_sasl_client()
         ssl_ctx = self._ssl
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(
+        async with asyncio.timeout(self.timeout):
+            reader, writer = await asyncio.open_connection(
                 host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx else None
-            ),
-            self.timeout,
-        )
+            )
         set_nodelay(writer.transport)
         lifetime_ms = 0
         if client is not None:
             try:
-                lifetime_ms = await asyncio.wait_for(
-                    sasl_exchange(
+                async with asyncio.timeout(self.timeout):
+                    lifetime_ms = await sasl_exchange(
                         stream_roundtrip(reader, writer), client, self.security.mechanism
-                    ),
-                    self.timeout,
-                )
+                    )
             except BaseException:
                 writer.close()
                 raise
@@ -243,7 +238,8 @@ class ControlClient:
         async with self._lock:
             for attempt in (1, 2):
                 try:
-                    return await asyncio.wait_for(self._roundtrip(body), self.timeout)
+                    async with asyncio.timeout(self.timeout):
+                        return await self._roundtrip(body)
                 except (OSError, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
                     self._drop()
                     if attempt == 2:

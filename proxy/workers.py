@@ -249,7 +249,8 @@ class Supervisor:
             return
         waiting = asyncio.gather(*(p.wait() for p in running))
         try:
-            await asyncio.wait_for(waiting, self.config.shutdown_grace + STOP_MARGIN)
+            async with asyncio.timeout(self.config.shutdown_grace + STOP_MARGIN):
+                await waiting
         except TimeoutError:
             for process in running:
                 if process.returncode is None:
@@ -266,7 +267,8 @@ class Supervisor:
             if slot.health is None:
                 return None
             try:
-                return await asyncio.wait_for(http_get(slot.health, path), ASK_TIMEOUT)
+                async with asyncio.timeout(ASK_TIMEOUT):
+                    return await http_get(slot.health, path)
             except (OSError, TimeoutError) as exc:
                 log.warning("worker %d did not answer %s: %r", slot.index, path, exc)
                 return None
