@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aclgate.proxy.auditspool import AuditSpool, Mark
+from aclgate.proxy.rdkafka import close_producer
 
 if TYPE_CHECKING:
     from aclgate.proxy.config import ProxyConfig
@@ -303,7 +304,7 @@ class KafkaAuditSink:
         self._fatal = None
         self._next_producer = time.monotonic() + RENEW_INTERVAL
         if producer is not None:
-            _finish(producer, 0)
+            close_producer(producer, 0)
         self._drain()  # a batch confirmed whole is committed, not sent again
         self._abandon_inflight()
 
@@ -490,7 +491,7 @@ class KafkaAuditSink:
         """Give lines in flight a few seconds, then spool what is still undelivered."""
         producer, self._producer = self._producer, None
         if producer is not None:
-            _finish(producer, STOP_FLUSH_SECONDS)
+            close_producer(producer, STOP_FLUSH_SECONDS)
         self._drain()  # commits a drain batch that completed; a failed one stays spooled
         self._abandon_inflight()
         self._to_spool(self._failed)
@@ -506,24 +507,6 @@ class KafkaAuditSink:
                 self.spool_pending_bytes,
                 self.settings.spool,
             )
-
-
-def _finish(producer: Any, wait: float) -> None:
-    """Give a producer's lines `wait` seconds, then purge it (every line left is reported
-    failed to its callback, so it is spooled) and close it: its connections go now, not
-    whenever it is collected. A producer in a fatal state raises on these calls: each is tried."""
-    from confluent_kafka import KafkaException
-
-    for step in (
-        lambda: producer.flush(wait) if wait else None,
-        producer.purge,
-        lambda: producer.flush(0),
-        producer.close,
-    ):
-        try:
-            step()
-        except KafkaException as exc:
-            log.debug("audit producer: %s", exc)
 
 
 def ensure_audit_topic(settings: AuditTopicSettings, timeout: float = 10.0) -> str | None:

@@ -37,6 +37,7 @@ from aclgate.authz.model import AclBinding
 from aclgate.proxy.aclbackend import AclStoreError, AclStoreStatus
 from aclgate.proxy.kafkaaclrecords import RecordDecodeError, decode, encode_change
 from aclgate.proxy.kafkaaclstate import AclLogState
+from aclgate.proxy.rdkafka import close_producer
 
 log = logging.getLogger("aclgate.aclstore")
 
@@ -510,9 +511,9 @@ class KafkaAclBackend:
             log.warning("ACL topic %s: the writer is not ready: %s", self.settings.topic, exc)
 
     def _close_producer(self) -> None:
-        if self._producer is not None:
-            self._producer.flush(5)
-            self._producer = None
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            close_producer(producer, 5)
 
     def _write(self, records: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]) -> int:
         """One transaction; the offset of its last record. AclStoreError when it did not
@@ -574,8 +575,11 @@ class KafkaAclBackend:
         except Exception as abort_exc:
             message += f"; abort failed: {abort_exc}"
         # fatal, or an outcome we cannot tell: a new producer (its transactional id differs,
-        # the coordinator aborts the open transaction when it times out)
+        # the coordinator aborts the open transaction when it times out); the old one is
+        # closed now, not whenever the traceback holding it goes
         self._producer = None
+        if producer is not None:
+            close_producer(producer, 0)
         return AclStoreError(
             f"{message} (the change may not have been committed; list the ACLs to see)"
         )

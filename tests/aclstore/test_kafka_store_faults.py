@@ -33,6 +33,8 @@ from aclgate.authz.model import AclBinding
 from aclgate.proxy.aclbackend import AclStoreError
 from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings
 from tests.faults.harness import partition_state, wait_in_sync
+from tests.fixtures.rdkafka import rdkafka_clients
+from tests.fixtures.wait import wait_until
 from tests.kafka.cluster import KafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.asyncio]
@@ -105,6 +107,7 @@ async def test_leader_killed_mid_write_loses_no_acknowledged_change_and_halves_n
     )
     admin.create_topics([new])[topic].result(30)
     settings = KafkaStoreSettings(cluster.bootstrap, topic, change_timeout=60)
+    clients_before = rdkafka_clients()
     a = KafkaAclBackend(settings, Authorizer())
     b = KafkaAclBackend(settings, Authorizer())
     await a.start()
@@ -171,6 +174,13 @@ async def test_leader_killed_mid_write_loses_no_acknowledged_change_and_halves_n
     finally:
         for backend in (a, b, c):
             await backend.stop()
+    # stopped stores close their clients, the producers the failed changes replaced too: none
+    # is left reconnecting (nothing on the loop is needed for that: a plain wait)
+    wait_until(
+        lambda: not rdkafka_clients() - clients_before,
+        timeout=10,
+        what="the stores' librdkafka clients to close",
+    )
 
 
 async def test_with_the_cluster_down_the_last_policy_stays_and_staleness_is_reported(

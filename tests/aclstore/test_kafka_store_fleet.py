@@ -6,6 +6,7 @@ the store's topic is invisible and untouchable through the proxy."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -56,8 +57,17 @@ def fleet(kafka_cluster3, kafka_topic_name, proxy_process):
 _admins: list[AdminClient] = []
 
 
+@pytest.fixture(autouse=True)
+def _drop_admins() -> Iterator[None]:
+    """The AdminClients a test made go with it: kept, each would go on reconnecting to its
+    stopped proxy's port, and reach whatever a later test listens on there."""
+    yield
+    _admins.clear()
+
+
 def admin(proc) -> AdminClient:
-    """An AdminClient through `proc`, kept alive (a collected client cancels its futures)."""
+    """An AdminClient through `proc`, kept alive until the test ends (a collected client
+    cancels its futures)."""
     client = AdminClient({"bootstrap.servers": proc.bootstrap})
     _admins.append(client)
     return client
