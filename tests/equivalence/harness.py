@@ -1198,14 +1198,25 @@ class Client:
         )
         return {name: _future(f)[1] or "ok" for name, f in futures.items()}
 
-    def describe_configs(self, topic: str, keys: Sequence[str] = ("cleanup.policy",)) -> Any:
+    def describe_configs(
+        self,
+        topic: str,
+        keys: Sequence[str] = ("cleanup.policy",),
+        until: Callable[[Any], bool] | None = None,
+    ) -> Any:
+        """The topic's values of `keys`; with `until`, asked again until it accepts them or
+        the step's time is up (normalization "eventual": the broker applies a config change
+        from its metadata log after answering it)."""
         from confluent_kafka.admin import ConfigResource
 
         res = ConfigResource("TOPIC", self.t(topic))
-        result, err = _future(self._admin().describe_configs([res])[res])
-        if err:
-            return err
-        return {k: result[k].value for k in keys if k in result}
+        deadline = time.monotonic() + STEP_TIMEOUT - 5
+        while True:
+            result, err = _future(self._admin().describe_configs([res])[res])
+            out = err if err else {k: result[k].value for k in keys if k in result}
+            if until is None or until(out) or time.monotonic() > deadline:
+                return out
+            time.sleep(0.2)
 
     def list_topics(self) -> Any:
         """AdminClient.list_topics(): the run's topics that are listed, without errors."""
