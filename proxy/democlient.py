@@ -63,27 +63,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     # The idle clock starts at the assignment, not at subscribe: a group join can take
     # seconds on a busy broker, and exiting before it would read nothing.
-    assigned_at: list[float] = []
+    idle_since: float | None = None  # set at the assignment, moved on by each message
 
     def on_assign(consumer: Consumer, partitions: list) -> None:
-        if not assigned_at:
-            assigned_at.append(time.monotonic())
+        nonlocal idle_since
+        if idle_since is None:
+            idle_since = time.monotonic()
 
     consumer.subscribe([args.topic], on_assign=on_assign)
     started = time.monotonic()
-    last = 0.0
     count = 0
     try:
         while True:
             now = time.monotonic()
-            if not assigned_at:
+            if idle_since is None:
                 if now - started >= args.join_timeout:
                     print(
                         f"no partitions of {args.topic} assigned within {args.join_timeout:g} s",
                         file=sys.stderr,
                     )
                     return 1
-            elif now - max(last, assigned_at[0]) >= args.idle:
+            elif now - idle_since >= args.idle:
                 break
             msg = consumer.poll(0.5)
             if msg is None:
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             text = value.decode(errors="replace") if value is not None else "(null)"
             print(f"{msg.topic()}[{msg.partition()}]@{msg.offset()}: {text}")
             count += 1
-            last = time.monotonic()
+            idle_since = time.monotonic()
     finally:
         consumer.close()
     print(f"read {count} message(s) from {args.topic}", file=sys.stderr)

@@ -34,6 +34,16 @@ def run_cli(*args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([*ACLGATE, *args], capture_output=True, text=True, timeout=60, **kw)
 
 
+def democlient(bootstrap: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`python -m aclgate.proxy.democlient --bootstrap BOOTSTRAP ARGS...`, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "aclgate.proxy.democlient", "--bootstrap", bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def test_version_and_help():
     out = run_cli("--version")
     assert out.returncode == 0 and out.stdout.startswith("aclgate ")
@@ -183,42 +193,12 @@ def test_demo_runs_prints_bootstrap_and_stops_on_ctrl_c():
         deadline = time.monotonic() + 30
         while not api_versions_probe("127.0.0.1", port) and time.monotonic() < deadline:
             time.sleep(0.05)
-        produce = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "aclgate.proxy.democlient",
-                "--bootstrap",
-                f"127.0.0.1:{port}",
-                "produce",
-                "demo",
-                "a",
-                "b",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        produce = democlient(f"127.0.0.1:{port}", "produce", "demo", "a", "b")
         assert produce.returncode == 0 and "sent 2 message(s)" in produce.stdout
-        consume = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "aclgate.proxy.democlient",
-                "--bootstrap",
-                f"127.0.0.1:{port}",
-                "consume",
-                "demo",
-                # the idle clock starts at the assignment: the group join alone takes about
-                # 3 s (the broker's initial rebalance delay), so this reads nothing if the
-                # client counted idleness from subscribe
-                "--idle",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
+        # the idle clock starts at the assignment: the group join alone takes about 3 s (the
+        # broker's initial rebalance delay), so this reads nothing if the client counted
+        # idleness from subscribe
+        consume = democlient(f"127.0.0.1:{port}", "consume", "demo", "--idle", "2", timeout=90)
         assert consume.stdout.count("demo[") == 2, consume.stdout + consume.stderr
     finally:
         proc.send_signal(signal.SIGINT)
@@ -235,22 +215,7 @@ def test_demo_runs_prints_bootstrap_and_stops_on_ctrl_c():
 def test_democlient_gives_up_when_no_group_assigns_partitions():
     """Nothing listens on the port: the consumer never joins, and says so instead of
     printing "read 0 message(s)" as if the topic were empty."""
-    consume = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "aclgate.proxy.democlient",
-            "--bootstrap",
-            f"127.0.0.1:{free_port()}",
-            "consume",
-            "demo",
-            "--join-timeout",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    consume = democlient(f"127.0.0.1:{free_port()}", "consume", "demo", "--join-timeout", "2")
     assert consume.returncode == 1, consume.stderr
     assert "no partitions of demo assigned within 2 s" in consume.stderr
     assert "read 0" not in consume.stderr
