@@ -9,32 +9,59 @@ read-only memoryviews of that read; only frames split across reads are assembled
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 
 from aclgate.protocol.header import MalformedRequest
+from aclgate.protocol.versions import api_name
 
 _SIZE = struct.Struct(">i")
+_SIZE_KEY = struct.Struct(">ih")
 DEFAULT_MAX_FRAME = 104_857_600  # Kafka's socket.request.max.bytes default
 DEFAULT_MAX_PRE_AUTH_FRAME = 524_288  # Kafka's sasl.server.max.receive.size default
 
 
 class FrameTooLarge(MalformedRequest):
-    def __init__(self, size: int, limit: int):
-        super().__init__(f"frame size {size} is outside 0..{limit} bytes")
+    def __init__(self, size: int, limit: int, api_key: int | None = None):
+        if api_key is None:
+            message = f"frame size {size} is outside 0..{limit} bytes"
+        else:
+            message = (
+                f"frame size {size} of api_key={api_key} ({api_name(api_key)}) is over that "
+                f"API's limit of {limit} bytes (--max-request-bytes)"
+            )
+        super().__init__(message)
         self.size = size
         self.limit = limit
+        self.api_key = api_key
 
 
 Frame = bytes | memoryview
 
 
 class FrameSplitter:
-    """Cuts a byte stream into frames; `max_size` may be changed between feeds."""
+    """Cuts a byte stream into frames; `max_size` may be changed between feeds (`limit`).
 
-    __slots__ = ("_buf", "max_size")
+    `api_limits` caps the frames of single APIs below `max_size` (api_key -> bytes): a frame
+    is refused as soon as its size and API key (the first 6 bytes) are in, before the rest
+    is read or buffered. A frame no larger than every limit (`unchecked`, the common case)
+    costs one comparison; only a larger one waits for its API key."""
 
-    def __init__(self, max_size: int = DEFAULT_MAX_FRAME):
+    __slots__ = ("_buf", "api_limits", "max_size", "unchecked")
+
+    def __init__(
+        self, max_size: int = DEFAULT_MAX_FRAME, api_limits: Mapping[int, int] | None = None
+    ):
         self._buf = bytearray()
+        self.api_limits = dict(api_limits or {})
         self.max_size = max_size
+        #: frames up to this size need no look at their API key
+        self.unchecked = max_size
+        self.limit(max_size)
+
+    def limit(self, max_size: int) -> None:
+        """Change the global limit (e.g. a small cap before SASL authentication)."""
+        self.max_size = max_size
+        self.unchecked = min(max_size, *self.api_limits.values(), max_size)
 
     @property
     def buffered(self) -> int:
@@ -53,8 +80,15 @@ class FrameSplitter:
         off = 0
         while available - off >= 4:
             (size,) = _SIZE.unpack_from(src, off)
-            if size < 0 or size > self.max_size:
-                raise FrameTooLarge(size, self.max_size)
+            if size > self.unchecked or size < 0:
+                if size < 0 or size > self.max_size:
+                    raise FrameTooLarge(size, self.max_size)
+                if available - off < 6:
+                    break  # its API key is not in yet
+                api_key = _SIZE_KEY.unpack_from(src, off)[1]
+                cap = self.api_limits.get(api_key, size)
+                if size > cap:
+                    raise FrameTooLarge(size, cap, api_key)
             end = off + 4 + size
             if end > available:
                 break

@@ -199,6 +199,8 @@ class SessionConfig:
     #: whole rewritten answers by the broker's bytes
     answers: AnswerCache = field(default_factory=AnswerCache)
     max_frame: int = DEFAULT_MAX_FRAME
+    #: api_key -> largest request of that API, below `max_frame` (protocol/framing.py)
+    max_request_bytes: Mapping[int, int] = field(default_factory=dict)
     max_in_flight: int = 1000
     #: called with (header) for an ApiVersions request newer than the proxy can parse
     unsupported_api_versions: Callable[[int], bytes] | None = None
@@ -245,7 +247,7 @@ class ProxySession:
         self.auth_failed = False
         #: the KIP-227 fetch sessions opened on this connection (protocol.enforce.fetchsessions)
         self.fetch_sessions: FetchSessions | None = None
-        self._splitter = FrameSplitter(config.max_frame)
+        self._splitter = FrameSplitter(config.max_frame, config.max_request_bytes)
         #: token -> what continues a request waiting for an effect, and whether it holds
         #: the requests behind it
         self._waiting: dict[int, tuple[Callable[[object], None], bool]] = {}
@@ -304,7 +306,7 @@ class ProxySession:
 
     def set_max_frame(self, size: int) -> None:
         """E.g. a small cap before SASL authentication, the full one after."""
-        self._splitter.max_size = size
+        self._splitter.limit(size)
 
     def client_data(self, data: bytes) -> None:
         if self.closed or self.closing:
@@ -322,7 +324,7 @@ class ProxySession:
             and len(self._fifo) < self.config.max_in_flight
         ):
             (size,) = _SIZE.unpack_from(data)
-            if size + 4 == len(data) and size <= self._splitter.max_size:
+            if size + 4 == len(data) and size <= self._splitter.unchecked:
                 self._process(data)
                 if self._backlog or len(self._fifo) >= self.config.max_in_flight:
                     self._update_pause()

@@ -96,6 +96,23 @@ def parse_api_cap(value: str) -> tuple[int, int]:
         raise ConfigError(f"{value!r} is not API_KEY=MAX_VERSION (e.g. 1=12)") from None
 
 
+def parse_request_limit(value: str) -> tuple[int, int]:
+    """API=BYTES (--max-request-bytes): the API by name (CreateAcls) or key (30)."""
+    from aclgate.protocol.versions import API_NAMES
+
+    api, sep, size = value.partition("=")
+    keys = {name.lower(): key for key, name in API_NAMES.items()}
+    key = int(api) if api.strip().isdigit() else keys.get(api.strip().lower())
+    if not sep or key not in API_NAMES:
+        raise ConfigError(
+            f"{value!r} is not API=BYTES with a Kafka API name or key (e.g. CreateAcls=1MiB)"
+        )
+    limit = parse_size(size)
+    if limit <= 0:
+        raise ConfigError(f"{value!r}: the limit must be positive")
+    return key, limit
+
+
 def parse_size(value: str | int) -> int:
     """Bytes, with an optional KiB/MiB/GiB suffix."""
     if isinstance(value, int):
@@ -193,6 +210,15 @@ class ProxyConfig:
         parse=parse_size,
         metavar="BYTES",
         help="largest request accepted, like Kafka's socket.request.max.bytes (default 100MiB)",
+    )
+    max_request_bytes: dict[int, int] = _setting(
+        {},
+        multiple=True,
+        parse=parse_request_limit,
+        metavar="API=BYTES",
+        help="largest request of one API, e.g. CreateAcls=4MiB (repeatable); ACL, group and "
+        "admin APIs default to 1MiB or 8MiB (Kafka has no such limit), Produce, Fetch, "
+        "ShareFetch, ShareAcknowledge and SyncGroup have only --max-frame-bytes",
     )
     max_in_flight: int = _setting(
         1000,

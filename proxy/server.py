@@ -20,7 +20,12 @@ from aclgate.protocol.apiversions import unsupported_version_response
 from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
 from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.cursor import KEY_SIZE, CursorSeal
-from aclgate.protocol.enforce.table import advertised_versions, handlers, local_versions
+from aclgate.protocol.enforce.table import (
+    advertised_versions,
+    handlers,
+    local_versions,
+    request_limits,
+)
 from aclgate.protocol.identity.saslgate import SaslListenerConfig
 from aclgate.protocol.session import RequestHandler, SessionConfig
 from aclgate.protocol.versions import KIO_RANGES, api_name, request_class, response_class
@@ -163,6 +168,7 @@ class ProxyServer:
             allowed_versions=allowed,
             directory=self.directory,
             max_frame=config.max_frame_bytes,
+            max_request_bytes=request_limits(config.max_request_bytes),
             max_in_flight=config.max_in_flight,
             own_api_versions=local,
             unsupported_api_versions=lambda corr: unsupported_version_response(

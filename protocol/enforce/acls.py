@@ -184,7 +184,7 @@ def _not_a_binding(creation: AclCreation) -> bool:
     )
 
 
-def _authorized(ctx: AuthContext, header: RequestHeader, operation: AclOperation) -> bool:
+def acl_admin_authorized(ctx: AuthContext, header: RequestHeader, operation: AclOperation) -> bool:
     """The cluster check, enforced in every mode (see the module docstring), and reported."""
     decision = ctx.decide(operation, ResourceType.CLUSTER, CLUSTER_NAME)
     ctx.policy.sink.decided(
@@ -235,7 +235,7 @@ class DescribeAclsHandler(ApiHandler):
     ) -> None:
         acl_filter = _filter(request)
         cls = response_class(header.api_key, header.api_version)
-        if not _authorized(ctx, header, DESCRIBE):
+        if not acl_admin_authorized(ctx, header, DESCRIBE):
             body = cls(
                 throttle_time=ZERO_THROTTLE,
                 error_code=DENIED,
@@ -323,9 +323,7 @@ class CreateAclsHandler(ApiHandler):
             )
 
         count = len(request.creations)
-        if not _authorized(ctx, header, ALTER):
-            answer(session, header, body([(DENIED, DENIED_MESSAGE)] * count))
-            return
+        # ALTER CLUSTER was decided on the header, before decoding (table.py, HeaderCheck)
         if not ctx.policy.acl_admin:
             answer(session, header, body([(ErrorCode.security_disabled, NO_AUTHORIZER)] * count))
             return
@@ -400,9 +398,7 @@ class DeleteAclsHandler(ApiHandler):
                 ),
             )
 
-        if not _authorized(ctx, header, ALTER):
-            answer(session, header, body([(DENIED, DENIED_MESSAGE, ())] * len(filters)))
-            return
+        # ALTER CLUSTER was decided on the header, before decoding (table.py, HeaderCheck)
         if not ctx.policy.acl_admin:
             answer(
                 session,
@@ -427,6 +423,18 @@ class DeleteAclsHandler(ApiHandler):
             answer(session, header, results(None))
             return
         _respond_later(session, header, StoreAclChange(removals=tuple(doomed)), results)
+
+
+def denied_creation(mod: ModuleType) -> KioBody:
+    """CreateAcls' result for every creation of a request denied ALTER CLUSTER."""
+    return mod.AclCreationResult(error_code=DENIED, error_message=DENIED_MESSAGE)
+
+
+def denied_filter(mod: ModuleType) -> KioBody:
+    """DeleteAcls' result for every filter of a request denied ALTER CLUSTER."""
+    return mod.DeleteAclsFilterResult(
+        error_code=DENIED, error_message=DENIED_MESSAGE, matching_acls=()
+    )
 
 
 def _matching(mod: ModuleType, b: AclBinding) -> KioBody:

@@ -24,6 +24,7 @@ spliced as in the transparent proxy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 import uuid
 from types import ModuleType
@@ -259,19 +260,33 @@ class _NoLearn:
 def _topic_error(
     mod: ModuleType, code: ErrorCode, name: str | None, topic_id: uuid.UUID | None
 ) -> KioBody:
-    return build(
+    """A denied or unknown topic's entry: the shared fields are built once per (version,
+    code) and copied, since `build` inspects the class on every call and a request may name
+    tens of thousands of denied topics (issue 20)."""
+    cls, shared, own = _topic_error_template(mod, code)
+    values = {
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": name in INTERNAL_TOPICS if name else False,
+    }
+    return cls(**shared, **{field: values[field] for field in own})
+
+
+@functools.cache
+def _topic_error_template(
+    mod: ModuleType, code: ErrorCode
+) -> tuple[type, dict[str, Any], tuple[str, ...]]:
+    """(class, the fields every such entry shares, the per-topic fields of this version)."""
+    body = build(
         mod.MetadataResponseTopic,
         code,
         None,
         None,
-        {
-            "name": name,
-            "topic_id": topic_id if topic_id is not None else None,
-            "is_internal": name in INTERNAL_TOPICS if name else False,
-            "partitions": (),
-            "topic_authorized_operations": NOT_REQUESTED,
-        },
+        {"name": None, "partitions": (), "topic_authorized_operations": NOT_REQUESTED},
     )
+    names = {f.name for f in dataclasses.fields(body)}
+    own = tuple(n for n in ("name", "topic_id", "is_internal") if n in names)
+    return type(body), {n: getattr(body, n) for n in names - set(own)}, own
 
 
 # --------------------------------------------------------------------- response rewriting

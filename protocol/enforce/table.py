@@ -21,13 +21,25 @@ from aclgate.protocol.enforce.acls import (
     CreateAclsHandler,
     DeleteAclsHandler,
     DescribeAclsHandler,
+    acl_admin_authorized,
+    denied_creation,
+    denied_filter,
 )
 from aclgate.protocol.enforce.admin import (
     CreateTopicsHandler,
     DeleteTopicsHandler,
     DescribeClusterHandler,
 )
-from aclgate.protocol.enforce.base import ApiHandler, Check, KioBody, PerEntry, Unchecked, Whole
+from aclgate.protocol.enforce.base import (
+    ApiHandler,
+    Check,
+    DecidedOnHeader,
+    HeaderCheck,
+    KioBody,
+    PerEntry,
+    Unchecked,
+    Whole,
+)
 from aclgate.protocol.enforce.build import Aliases
 from aclgate.protocol.enforce.configs import AlterConfigsHandler, DescribeConfigsHandler
 from aclgate.protocol.enforce.data import FetchHandler, ProduceHandler
@@ -110,6 +122,9 @@ class Row:
     #: answered by the proxy itself, never forwarded: advertised whether or not the cluster
     #: serves the API (`local_versions`)
     local: bool = False
+    #: Kafka's check of the request as a whole, made before any entry is read: decided on
+    #: the header, and a denied request answered without decoding its body
+    header_check: HeaderCheck | None = None
 
 
 class PerEntryOptions(TypedDict, total=False):
@@ -204,12 +219,16 @@ TABLE: dict[ApiKey, Row] = {
         CreateAclsHandler(),
         note='changes aclgate\'s ACL store (docs/authz.md, "Managing ACLs"), never forwarded',
         local=True,
+        header_check=HeaderCheck(Op.ALTER, "results", denied_creation, decide=acl_admin_authorized),
     ),
     ApiKey.DELETE_ACLS: Row(
         (1, 3),
         DeleteAclsHandler(),
         note="changes aclgate's ACL store, never forwarded; matched ACLs in Kafka's listing order",
         local=True,
+        header_check=HeaderCheck(
+            Op.ALTER, "filter_results", denied_filter, decide=acl_admin_authorized
+        ),
     ),
     ApiKey.DESCRIBE_CONFIGS: Row(
         (1, 4),
@@ -375,6 +394,99 @@ TABLE: dict[ApiKey, Row] = {
 }
 
 
+MiB = 1 << 20
+#: ACLs, group coordination, one resource or a few: a legitimate request is a few KiB
+SMALL = 1 * MiB
+#: requests that list partitions (offsets, reassignments, topic creation with assignments)
+#: or a whole subscription or topology: large clusters send MiBs, never tens of them
+LARGE = 8 * MiB
+
+#: The largest request of each API the proxy reads (`--max-request-bytes API=BYTES` changes
+#: one); the APIs not listed (Produce, Fetch, ShareFetch, ShareAcknowledge, SyncGroup, whose
+#: legitimate requests carry records or a whole group's assignments) have only
+#: `--max-frame-bytes` (100 MiB). Kafka has one limit for every API
+#: (socket.request.max.bytes); these keep one client's request from holding the event loop
+#: every client of the worker shares (decoding and checking a 1 MiB request of minimal
+#: entries takes about 100 ms: docs/design.md, "Per-API request size limits"). A larger
+#: request is refused from its first 6 bytes, before it is read, and the connection closed,
+#: as Kafka closes on a frame over its limit.
+MAX_REQUEST_BYTES: dict[ApiKey, int] = {
+    **dict.fromkeys(
+        (
+            ApiKey.METADATA,
+            ApiKey.FIND_COORDINATOR,
+            ApiKey.HEARTBEAT,
+            ApiKey.LEAVE_GROUP,
+            ApiKey.DESCRIBE_GROUPS,
+            ApiKey.LIST_GROUPS,
+            ApiKey.API_VERSIONS,
+            ApiKey.DELETE_TOPICS,
+            ApiKey.INIT_PRODUCER_ID,
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            ApiKey.END_TXN,
+            ApiKey.DESCRIBE_ACLS,
+            ApiKey.CREATE_ACLS,
+            ApiKey.DELETE_ACLS,
+            ApiKey.DESCRIBE_CONFIGS,
+            ApiKey.ALTER_CONFIGS,
+            ApiKey.DELETE_GROUPS,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            ApiKey.UPDATE_FEATURES,
+            ApiKey.DESCRIBE_CLUSTER,
+            ApiKey.UNREGISTER_BROKER,
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            ApiKey.LIST_TRANSACTIONS,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            ApiKey.CONSUMER_GROUP_DESCRIBE,
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+            ApiKey.PUSH_TELEMETRY,
+            ApiKey.LIST_CONFIG_RESOURCES,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            ApiKey.SHARE_GROUP_DESCRIBE,
+            ApiKey.STREAMS_GROUP_DESCRIBE,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        ),
+        SMALL,
+    ),
+    **dict.fromkeys(
+        (
+            ApiKey.LIST_OFFSETS,
+            ApiKey.OFFSET_COMMIT,
+            ApiKey.OFFSET_FETCH,
+            ApiKey.JOIN_GROUP,
+            ApiKey.CREATE_TOPICS,
+            ApiKey.DELETE_RECORDS,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            ApiKey.TXN_OFFSET_COMMIT,
+            ApiKey.ALTER_REPLICA_LOG_DIRS,
+            ApiKey.DESCRIBE_LOG_DIRS,
+            ApiKey.CREATE_PARTITIONS,
+            ApiKey.ELECT_LEADERS,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            ApiKey.OFFSET_DELETE,
+            ApiKey.DESCRIBE_PRODUCERS,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+            ApiKey.STREAMS_GROUP_HEARTBEAT,
+        ),
+        LARGE,
+    ),
+}
+
+
+def request_limits(overrides: Mapping[int, int] | None = None) -> dict[int, int]:
+    """api_key -> the largest request the proxy reads: `MAX_REQUEST_BYTES`, then the
+    operator's `--max-request-bytes` overrides."""
+    return {int(key): size for key, size in MAX_REQUEST_BYTES.items()} | dict(overrides or {})
+
+
 def advertised_versions(caps: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
     """What the proxy accepts and advertises: each row's versions, within kio's range and
     the operator's caps."""
@@ -395,8 +507,14 @@ def local_versions(caps: Mapping[int, int] | None = None) -> dict[int, tuple[int
     return {int(k): advertised[int(k)] for k, row in TABLE.items() if row.local and k in advertised}
 
 
-def handlers() -> dict[int, ApiHandler]:
-    return {int(key): row.handler for key, row in TABLE.items()}
+def handlers() -> dict[int, ApiHandler | DecidedOnHeader]:
+    """The session's dispatch table: each row's handler, behind its header check if any."""
+    return {
+        int(key): row.handler
+        if row.header_check is None
+        else DecidedOnHeader(row.header_check, row.handler)
+        for key, row in TABLE.items()
+    }
 
 
 def render_docs() -> str:
@@ -411,16 +529,24 @@ def render_docs() -> str:
         "53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED. The share and streams group rows (keys 76-79,",
         "88-92) follow `handleShareGroupHeartbeat`, `handleShareFetchRequest` and their neighbours in",
         "KafkaApis.scala of Apache Kafka 4.3.1 (public source: github.com/apache/kafka, tag 4.3.1).",
+        "Max request: the largest request of the API the proxy reads (`--max-request-bytes",
+        "API=BYTES` changes it; larger ones close the connection, as Kafka closes on a frame over",
+        "socket.request.max.bytes); Kafka has one limit for all APIs (docs/design.md).",
         "",
-        "| Key | API | Versions | Checks, in order | Granularity | Notes |",
-        "|---:|---|---|---|---|---|",
+        "| Key | API | Versions | Checks, in order | Granularity | Max request | Notes |",
+        "|---:|---|---|---|---|---|---|",
     ]
     for key in sorted(TABLE):
         row = TABLE[key]
         lo, hi = row.versions
+        checks = row.handler.describe()
+        if row.header_check is not None:
+            checks += "; the cluster check is decided from the request header, before any entry"
+        limit = MAX_REQUEST_BYTES.get(key)
+        size = f"{limit // MiB} MiB" if limit else "`--max-frame-bytes`"
         lines.append(
-            f"| {int(key)} | {API_NAMES[key]} | {lo}-{hi} | {row.handler.describe()} "
-            f"| {row.handler.granularity} | {row.note} |"
+            f"| {int(key)} | {API_NAMES[key]} | {lo}-{hi} | {checks} "
+            f"| {row.handler.granularity} | {size} | {row.note} |"
         )
     lines += [
         "",
