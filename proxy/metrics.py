@@ -214,6 +214,11 @@ class StateCollector(Collector):
                 "Denials over the per-second limit, written as aggregated lines instead",
                 audit.denied_aggregated,
             )
+            yield CounterMetricFamily(
+                "aclgate_audit_aggregation_overflow",
+                "Audit aggregations written before their time because they reached their bound",
+                audit.aggregation_overflows,
+            )
         sink = self.audit_sink()
         if sink is not None:
             yield from _audit_sink_metrics(sink)
