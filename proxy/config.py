@@ -216,9 +216,9 @@ class ProxyConfig:
         multiple=True,
         parse=parse_request_limit,
         metavar="API=BYTES",
-        help="largest request of one API, e.g. CreateAcls=4MiB (repeatable); ACL, group and "
-        "admin APIs default to 1MiB or 8MiB (Kafka has no such limit), Produce, Fetch, "
-        "ShareFetch, ShareAcknowledge and SyncGroup have only --max-frame-bytes",
+        help="largest request of one API, e.g. AlterPartitionReassignments=16MiB (repeatable); "
+        "default 1MiB, JoinGroup 8MiB, while Produce, Fetch, ShareFetch, ShareAcknowledge and "
+        "SyncGroup have only --max-frame-bytes (Kafka has no per-API limit; docs/apis.md)",
     )
     max_in_flight: int = _setting(
         1000,

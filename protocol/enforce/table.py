@@ -395,89 +395,31 @@ TABLE: dict[ApiKey, Row] = {
 
 
 MiB = 1 << 20
-#: ACLs, group coordination, one resource or a few: a legitimate request is a few KiB
+#: ACLs, group coordination, configs, admin, and the requests that list partitions (offsets,
+#: reassignments, leader elections): 1 MiB holds some 50,000 partitions or topic names, more
+#: than one client asks one broker about at once
 SMALL = 1 * MiB
-#: requests that list partitions (offsets, reassignments, topic creation with assignments)
-#: or a whole subscription or topology: large clusters send MiBs, never tens of them
+#: JoinGroup, whose bulk is a few opaque fields (each protocol's subscription, with the
+#: partitions a member owns): large groups send MiBs, cheap to decode per byte
 LARGE = 8 * MiB
+#: APIs whose legitimate requests carry records or a whole group's assignments: they keep
+#: `--max-frame-bytes` (100 MiB) alone
+FRAME_LIMIT_ONLY = frozenset(
+    {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SYNC_GROUP, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
+)
 
-#: The largest request of each API the proxy reads (`--max-request-bytes API=BYTES` changes
-#: one); the APIs not listed (Produce, Fetch, ShareFetch, ShareAcknowledge, SyncGroup, whose
-#: legitimate requests carry records or a whole group's assignments) have only
-#: `--max-frame-bytes` (100 MiB). Kafka has one limit for every API
-#: (socket.request.max.bytes); these keep one client's request from holding the event loop
-#: every client of the worker shares (decoding and checking a 1 MiB request of minimal
-#: entries takes about 100 ms: docs/design.md, "Per-API request size limits"). A larger
-#: request is refused from its first 6 bytes, before it is read, and the connection closed,
-#: as Kafka closes on a frame over its limit.
+#: The largest request of each API the proxy reads: SMALL for every API of the table (one
+#: added later too) but JoinGroup (LARGE) and FRAME_LIMIT_ONLY; `--max-request-bytes
+#: API=BYTES` changes one. Kafka has one limit for every API (socket.request.max.bytes); these
+#: keep one client's request from holding the event loop every client of the worker shares,
+#: since a request is decoded and checked entry by entry in one go (denied entries answered
+#: one by one cost some 10-25 µs each: docs/design.md, "Per-API request size limits"). A
+#: larger request is refused from its first 6 bytes, before it is read, and the connection
+#: closed, as Kafka closes on a frame over its limit.
 MAX_REQUEST_BYTES: dict[ApiKey, int] = {
-    **dict.fromkeys(
-        (
-            ApiKey.METADATA,
-            ApiKey.FIND_COORDINATOR,
-            ApiKey.HEARTBEAT,
-            ApiKey.LEAVE_GROUP,
-            ApiKey.DESCRIBE_GROUPS,
-            ApiKey.LIST_GROUPS,
-            ApiKey.API_VERSIONS,
-            ApiKey.DELETE_TOPICS,
-            ApiKey.INIT_PRODUCER_ID,
-            ApiKey.ADD_OFFSETS_TO_TXN,
-            ApiKey.END_TXN,
-            ApiKey.DESCRIBE_ACLS,
-            ApiKey.CREATE_ACLS,
-            ApiKey.DELETE_ACLS,
-            ApiKey.DESCRIBE_CONFIGS,
-            ApiKey.ALTER_CONFIGS,
-            ApiKey.DELETE_GROUPS,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS,
-            ApiKey.DESCRIBE_CLIENT_QUOTAS,
-            ApiKey.ALTER_CLIENT_QUOTAS,
-            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-            ApiKey.UPDATE_FEATURES,
-            ApiKey.DESCRIBE_CLUSTER,
-            ApiKey.UNREGISTER_BROKER,
-            ApiKey.DESCRIBE_TRANSACTIONS,
-            ApiKey.LIST_TRANSACTIONS,
-            ApiKey.CONSUMER_GROUP_HEARTBEAT,
-            ApiKey.CONSUMER_GROUP_DESCRIBE,
-            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
-            ApiKey.PUSH_TELEMETRY,
-            ApiKey.LIST_CONFIG_RESOURCES,
-            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
-            ApiKey.SHARE_GROUP_HEARTBEAT,
-            ApiKey.SHARE_GROUP_DESCRIBE,
-            ApiKey.STREAMS_GROUP_DESCRIBE,
-            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-        ),
-        SMALL,
-    ),
-    **dict.fromkeys(
-        (
-            ApiKey.LIST_OFFSETS,
-            ApiKey.OFFSET_COMMIT,
-            ApiKey.OFFSET_FETCH,
-            ApiKey.JOIN_GROUP,
-            ApiKey.CREATE_TOPICS,
-            ApiKey.DELETE_RECORDS,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH,
-            ApiKey.ADD_PARTITIONS_TO_TXN,
-            ApiKey.TXN_OFFSET_COMMIT,
-            ApiKey.ALTER_REPLICA_LOG_DIRS,
-            ApiKey.DESCRIBE_LOG_DIRS,
-            ApiKey.CREATE_PARTITIONS,
-            ApiKey.ELECT_LEADERS,
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-            ApiKey.LIST_PARTITION_REASSIGNMENTS,
-            ApiKey.OFFSET_DELETE,
-            ApiKey.DESCRIBE_PRODUCERS,
-            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-            ApiKey.DELETE_SHARE_GROUP_OFFSETS,
-            ApiKey.STREAMS_GROUP_HEARTBEAT,
-        ),
-        LARGE,
-    ),
+    key: LARGE if key == ApiKey.JOIN_GROUP else SMALL
+    for key in TABLE
+    if key not in FRAME_LIMIT_ONLY
 }
 
 
