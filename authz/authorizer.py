@@ -37,7 +37,6 @@ from aclgate.authz.model import (
     ResourceType,
     match_filters,
     parse_principal,
-    scan,
 )
 from aclgate.authz.snapshot import Snapshot
 
@@ -284,21 +283,18 @@ class Authorizer:
         reports every ACL it matches, even one another filter also matched; all removals are
         one atomic batch."""
         with self._write_lock:
-            results, doomed = self.match_filters(filters)
+            snap = self._snap
+            results, doomed = match_filters(snap.bindings() if snap is not None else [], filters)
             if doomed:
                 self._apply(doomed, [])
         return results
-
-    def match_filters(
-        self, filters: Iterable[AclBindingFilter]
-    ) -> tuple[list[list[AclBinding] | InvalidAclError], list[AclBinding]]:
-        """`model.match_filters` over one snapshot, through its index (Snapshot.matching)."""
-        snap = self._snap
-        return match_filters(snap.matching if snap is not None else scan(()), filters)
 
     def acls(self, filter: AclBindingFilter | None = None) -> list[AclBinding]:
         """ACLs matching `filter` (all when None), from one snapshot, in Kafka's index order."""
         snap = self._snap
         if snap is None:
             return []
-        return snap.matching(filter or AclBindingFilter.ANY)
+        bindings = snap.bindings()
+        if filter is None or filter == AclBindingFilter.ANY:
+            return list(bindings)
+        return [b for b in bindings if filter.matches(b)]

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
+from aclgate.protocol import bounds
 from aclgate.protocol.versions import REQUEST_FLEXIBLE
 
 _HDR = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -38,6 +39,7 @@ class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
+    #: cut to bounds.CLIENT_ID characters (protocol/bounds.py)
     client_id: str | None
     flexible: bool
     #: offset of the request body inside the frame (the frame includes its 4-byte size prefix)
@@ -109,16 +111,23 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
     )
 
 
-#: client ids repeat on every request of a connection: decode each once
+#: client ids repeat on every request of a connection: decode each once. Only ids of at most
+#: bounds.CLIENT_ID bytes are kept, so the cache holds at most CLIENT_ID_CACHE_ENTRIES ×
+#: (bounds.CLIENT_ID bytes of key and of text) whatever ids clients choose
 _CLIENT_IDS: dict[bytes, str] = {}
+CLIENT_ID_CACHE_ENTRIES = 4096
 
 
 def _client_id(raw: bytes) -> str:
+    """The client id of `raw`, cut to bounds.CLIENT_ID characters (the header's bytes are
+    forwarded untouched: only what the proxy keeps and writes is cut)."""
     try:
         text = raw.decode()
     except UnicodeDecodeError as exc:
         raise MalformedRequest("client_id is not valid UTF-8") from exc
-    if len(_CLIENT_IDS) >= 4096:
+    if len(raw) > bounds.CLIENT_ID:  # rare: decoded and cut on each request, never kept
+        return bounds.bounded(text, bounds.CLIENT_ID)
+    if len(_CLIENT_IDS) >= CLIENT_ID_CACHE_ENTRIES:
         _CLIENT_IDS.clear()
     _CLIENT_IDS[raw] = text
     return text

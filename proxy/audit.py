@@ -8,6 +8,13 @@ aggregated the same way (counted in aclgate_audit_denied_aggregated_total) but w
 next tick, within a second: a storm costs little, and every denial is in the trail, as a line
 of its own or in the `count` of an aggregated line.
 
+Both aggregations are bounded, whatever the clients send: at most `max_keys` keys and
+`max_key_bytes` bytes of the strings clients choose (principal, host, client id, resource
+name; each already cut to protocol/bounds.py's length by DecisionRecorder). A decision that
+would pass a bound first has the aggregation written out early (counted in
+aclgate_audit_aggregation_overflow_total), so nothing leaves the trail; a written aggregation
+is dropped whole, its memory returned.
+
 Each line is built once and handed to every sink (proxy/auditsink.py): the file
 (proxy/auditfile.py, rotated by size) and/or the Kafka topic (proxy/auditkafka.py).
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +43,17 @@ def iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class _Aggregation:
+    """Identical decisions counted under one key, `[first, last, count]`, until written; and
+    the bytes of the client-chosen strings its keys hold (for AuditLog's bound)."""
+
+    __slots__ = ("entries", "key_bytes")
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, list] = {}
+        self.key_bytes = 0
+
+
 class AuditLog:
     def __init__(
         self,
@@ -47,22 +66,29 @@ class AuditLog:
         compress: bool = True,
         clock=time.time,
         sinks: Sequence[AuditSink] = (),
+        max_keys: int = 10_000,
+        max_key_bytes: int = 4 * 1024 * 1024,
     ):
-        """`path`: the audit file (None: no file); `sinks`: more sinks (the Kafka topic)."""
+        """`path`: the audit file (None: no file); `sinks`: more sinks (the Kafka topic);
+        `max_keys`, `max_key_bytes`: the bound of each aggregation (module docstring)."""
         self.file = AuditFile(path, max_bytes, keep, compress) if path is not None else None
         self.sinks: list[AuditSink] = ([self.file] if self.file is not None else []) + list(sinks)
         self.proxy_name = proxy_name
         self.window = window
         self.denied_per_second = denied_per_second
         self.clock = clock
-        self._aggregates: dict[tuple, list] = {}
-        #: denials past the per-second limit: written at the next tick, not the window's end
-        self._denied_aggregates: dict[tuple, list] = {}
+        self.max_keys = max_keys
+        self.max_key_bytes = max_key_bytes
+        #: by `urgent`: the allowed decisions of the window (False), and the denials past the
+        #: per-second limit (True), written at the next tick rather than the window's end
+        self._aggregations = {False: _Aggregation(), True: _Aggregation()}
         self._window_start = clock()
         self._second = int(clock())
         self._denied_this_second = 0
         self.lines_written = 0
         self.denied_aggregated = 0
+        #: aggregations written early at their bound (aclgate_audit_aggregation_overflow_total)
+        self.aggregation_overflows = 0
 
     @property
     def path(self) -> Path:
@@ -102,15 +128,28 @@ class AuditLog:
                 self._write(self._event(key, now, None, 1), urgent=True)
                 return
             self.denied_aggregated += 1
-            aggregates = self._denied_aggregates
-        else:
-            aggregates = self._aggregates
-        entry = aggregates.get(key)
-        if entry is None:
-            aggregates[key] = [now, now, 1]
-        else:
+        urgent = not decision.allowed
+        aggregation = self._aggregations[urgent]
+        entry = aggregation.entries.get(key)
+        if entry is not None:
             entry[1] = now
             entry[2] += 1
+            return
+        size = sum(map(sys.getsizeof, (principal, host, client_id, resource_name)))
+        if (
+            len(aggregation.entries) >= self.max_keys
+            or aggregation.key_bytes + size > self.max_key_bytes
+        ):
+            self.aggregation_overflows += 1
+            self._flush(urgent)
+            aggregation = self._aggregations[urgent]
+        aggregation.entries[key] = [now, now, 1]
+        aggregation.key_bytes += size
+
+    def held(self) -> tuple[int, int]:
+        """(keys, bytes of their client-chosen strings) the aggregations hold now."""
+        held = self._aggregations.values()
+        return sum(len(a.entries) for a in held), sum(a.key_bytes for a in held)
 
     def record_acl_change(
         self,
@@ -152,9 +191,8 @@ class AuditLog:
         """Write the aggregated denials, and the aggregated lines of a finished window
         (called about once a second)."""
         now = self.clock()
-        if self._denied_aggregates:
-            denied, self._denied_aggregates = self._denied_aggregates, {}
-            self._write_aggregates(denied, urgent=True)
+        if self._aggregations[True].entries:
+            self._flush(urgent=True)
         if now - self._window_start >= self.window:
             self.flush_aggregates()
             self._window_start = now
@@ -162,14 +200,18 @@ class AuditLog:
             sink.tick()
 
     def flush_aggregates(self) -> None:
-        denied, self._denied_aggregates = self._denied_aggregates, {}
-        self._write_aggregates(denied, urgent=True)
-        aggregates, self._aggregates = self._aggregates, {}
-        self._write_aggregates(aggregates, urgent=False)
+        self._flush(urgent=True)
+        self._flush(urgent=False)
 
-    def _write_aggregates(self, aggregates: dict[tuple, list], urgent: bool) -> None:
-        for key, (first, last, count) in aggregates.items():
-            self._write(self._event(key, last, first if count > 1 else None, count), urgent)
+    def _flush(self, urgent: bool) -> None:
+        """Write one aggregation and start a new one (a new dict: the written one's memory
+        goes back whole, not kept at its high-water size)."""
+        aggregation, self._aggregations[urgent] = self._aggregations[urgent], _Aggregation()
+        last_key = next(reversed(aggregation.entries), None)
+        for key, (first, last, count) in aggregation.entries.items():
+            # urgent lines reach the OS together, once, after the last of them
+            event = self._event(key, last, first if count > 1 else None, count)
+            self._write(event, urgent and key is last_key)
 
     def _event(self, key: tuple, ts: float, ts_first: float | None, count: int) -> dict[str, Any]:
         (listener, principal, host, client_id, api, api_key, api_version, operation, resource_type,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from aclgate.authz.decision import Decision
 from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.bounds import PRINCIPAL, RESOURCE_NAME, bounded
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.versions import api_name
@@ -211,6 +212,12 @@ class DecisionRecorder:
         key = (header.api_key, operation, resource_type, decision.allowed, enforced)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
+        # what is logged, audited and kept in keys is cut (protocol/bounds.py); the client id
+        # already is (protocol/header.py)
+        principal = ctx.principal
+        if len(resource_name) > RESOURCE_NAME or len(principal) > PRINCIPAL:  # rare
+            principal = bounded(principal, PRINCIPAL)
+            resource_name = bounded(resource_name, RESOURCE_NAME)
         # Kafka's levels (docs/audit.md, "The authorizer log line"): allowed at DEBUG, denied
         # at INFO if logIfDenied, else not at all
         level = logging.DEBUG if decision.allowed else (logging.INFO if log_if_denied else 0)
@@ -220,12 +227,12 @@ class DecisionRecorder:
             and (
                 decision.allowed
                 or self.denial_log.admit(
-                    (ctx.principal, operation, resource_type, resource_name, header.api_key)
+                    (principal, operation, resource_type, resource_name, header.api_key)
                 )
             )
         ):
             line = kafka_log_line(
-                ctx.principal,
+                principal,
                 ctx.host,
                 operation,
                 resource_type,
@@ -238,7 +245,7 @@ class DecisionRecorder:
         if self.audit is not None and (decision.allowed or log_if_denied):
             self.audit.record(
                 ctx.listener,
-                ctx.principal,
+                principal,
                 ctx.host,
                 header.client_id,
                 api_name(header.api_key),

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from aclgate.protocol.apikeys import ApiKey
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.versions import api_name
 
@@ -213,6 +214,11 @@ class StateCollector(Collector):
                 "Denials over the per-second limit, written as aggregated lines instead",
                 audit.denied_aggregated,
             )
+            yield CounterMetricFamily(
+                "aclgate_audit_aggregation_overflow",
+                "Audit aggregations written before their time because they reached their bound",
+                audit.aggregation_overflows,
+            )
         sink = self.audit_sink()
         if sink is not None:
             yield from _audit_sink_metrics(sink)
@@ -334,7 +340,8 @@ class ProxyMetrics:
         )
         self.unknown_api_keys = Counter(
             "aclgate_unsupported_api_keys",
-            "API keys dropped from upstream ApiVersions answers or refused from clients",
+            "API keys dropped from upstream ApiVersions answers or refused from clients (keys "
+            'Kafka does not define are counted together as api_key="other")',
             ["api_key"],
             registry=r,
         )
@@ -426,4 +433,16 @@ class ProxyMetrics:
                 counts[_SUM] += ns
 
     def refused(self, api_key: int) -> None:
-        self.unknown_api_keys.labels(str(api_key)).inc()
+        self.unknown_api_keys.labels(api_key_label(api_key)).inc()
+
+
+#: the label values of aclgate_unsupported_api_keys: Kafka's API keys, then OTHER_API_KEY
+KAFKA_API_KEY_LABELS: dict[int, str] = {int(key): str(int(key)) for key in ApiKey}
+OTHER_API_KEY = "other"
+
+
+def api_key_label(api_key: int) -> str:
+    """The api_key label of a refused or dropped key: its number for an API Kafka defines,
+    OTHER_API_KEY for anything else. Any of 65,536 keys can come from a client; one label
+    each would grow /metrics (and the cost of every scrape) without bound."""
+    return KAFKA_API_KEY_LABELS.get(api_key, OTHER_API_KEY)

@@ -11,12 +11,14 @@ worker is replaced, as Prometheus expects of a counter.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+
+from aclgate.proxy.http import render
 
 #: how the workers' values of one gauge become the value exported; unnamed gauges are summed
 GAUGE_MERGE: dict[str, Callable[[Iterable[float]], float]] = {
@@ -74,22 +76,38 @@ def parse(text: str) -> dict[str, _Family]:
 
 
 class MetricsMerger:
-    """Merges worker expositions; remembers the counters of workers that are gone."""
+    """Merges worker expositions; remembers the counters of workers that are gone.
+
+    Pure text processing, so the supervisor runs it in a thread (its /healthz must not wait
+    for a merge): `retire` replaces the retired set rather than changing it, under a lock, so
+    a merge running in another thread reads one consistent set."""
 
     def __init__(self) -> None:
         self._retired: dict[str, _Family] = {}
+        self._retiring = threading.Lock()
 
     def retire(self, text: str) -> None:
         """`text` is the last exposition of a worker that exited: keep its summed samples."""
-        for name, family in parse(text).items():
-            kept = self._retired.setdefault(name, _Family(name, family.documentation, family.type))
-            for key, values in family.values.items():
-                if family.type in SUMMED_TYPES and not key[0].endswith("_created"):
-                    kept.values.setdefault(key, []).extend(values)
+        parsed = parse(text)
+        with self._retiring:
+            retired = {
+                name: _Family(name, family.documentation, family.type, dict(family.values))
+                for name, family in self._retired.items()
+            }
+            for name, family in parsed.items():
+                kept = retired.setdefault(name, _Family(name, family.documentation, family.type))
+                for key, values in family.values.items():
+                    if family.type in SUMMED_TYPES and not key[0].endswith("_created"):
+                        # one sum per series, however many workers were retired
+                        kept.values[key] = [sum(kept.values.get(key, ())) + sum(values)]
+            self._retired = retired
 
-    def families(self, texts: Iterable[str], extra: Iterable[Metric] = ()) -> Iterator[Metric]:
+    def families(
+        self, parsed: Iterable[dict[str, _Family]], extra: Iterable[Metric] = ()
+    ) -> Iterator[Metric]:
+        """The merge of parsed expositions (`parse`) and the retired counters."""
         merged: dict[str, _Family] = {}
-        for source in [*(parse(t) for t in texts), self._retired]:
+        for source in [*parsed, self._retired]:
             for name, family in source.items():
                 into = merged.setdefault(name, _Family(name, family.documentation, family.type))
                 for key, values in family.values.items():
@@ -99,12 +117,10 @@ class MetricsMerger:
                 yield family.metric()
         yield from extra
 
-    def exposition(self, texts: Iterable[str], extra: Iterable[Metric] = ()) -> bytes:
-        """The merged Prometheus text exposition of `texts` (plus `extra` families)."""
-        metrics = list(self.families(texts, extra))
-
-        class _Snapshot:
-            def collect(self) -> list[Metric]:
-                return metrics
-
-        return generate_latest(_Snapshot())
+    def exposition(
+        self, texts: Iterable[str | dict[str, _Family]], extra: Iterable[Metric] = ()
+    ) -> bytes:
+        """The merged Prometheus text exposition of `texts` (or their `parse`; plus `extra`
+        families)."""
+        parsed = [parse(t) if isinstance(t, str) else t for t in texts]
+        return render(self.families(parsed, extra))
