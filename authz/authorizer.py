@@ -37,6 +37,7 @@ from aclgate.authz.model import (
     ResourceType,
     match_filters,
     parse_principal,
+    scan,
 )
 from aclgate.authz.snapshot import Snapshot
 
@@ -283,18 +284,21 @@ class Authorizer:
         reports every ACL it matches, even one another filter also matched; all removals are
         one atomic batch."""
         with self._write_lock:
-            snap = self._snap
-            results, doomed = match_filters(snap.bindings() if snap is not None else [], filters)
+            results, doomed = self.match_filters(filters)
             if doomed:
                 self._apply(doomed, [])
         return results
+
+    def match_filters(
+        self, filters: Iterable[AclBindingFilter]
+    ) -> tuple[list[list[AclBinding] | InvalidAclError], list[AclBinding]]:
+        """`model.match_filters` over one snapshot, through its index (Snapshot.matching)."""
+        snap = self._snap
+        return match_filters(snap.matching if snap is not None else scan(()), filters)
 
     def acls(self, filter: AclBindingFilter | None = None) -> list[AclBinding]:
         """ACLs matching `filter` (all when None), from one snapshot, in Kafka's index order."""
         snap = self._snap
         if snap is None:
             return []
-        bindings = snap.bindings()
-        if filter is None or filter == AclBindingFilter.ANY:
-            return list(bindings)
-        return [b for b in bindings if filter.matches(b)]
+        return snap.matching(filter or AclBindingFilter.ANY)

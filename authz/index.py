@@ -34,6 +34,7 @@ _ALL = AclOperation.ALL
 _DENY = AclPermissionType.DENY
 _LITERAL = PatternType.LITERAL
 _PREFIXED = PatternType.PREFIXED
+_MATCH = PatternType.MATCH
 
 # operation -> bits it grants when ALLOWed / denies when DENYed (docs/authz.md, "How a decision
 # is made", rule 6)
@@ -170,6 +171,27 @@ class TypeIndex:
                     length_counts[len(name)] = length_counts.get(len(name), 0) + 1
         return TypeIndex(literal, prefixed, length_counts, count)
 
+    def filter_groups(self, name: str | None, pattern: PatternType) -> Iterator[Group]:
+        """The groups whose pattern a filter on (`name`, `pattern`) can match, by lookups
+        (`ResourcePatternFilter.matches`): LITERAL/PREFIXED one dict get, ANY two, MATCH the
+        name, the literal `*` and one get per existing prefix length; no name: every group of
+        the pattern types the filter admits. A superset is fine: candidates are checked with
+        `AclBindingFilter.matches`."""
+        literal, prefixed = self.literal, self.prefixed
+        dicts = [(literal, prefixed)[i] for i in _DICTS[pattern]]
+        if name is None:
+            for groups in dicts:
+                yield from groups.values()
+            return
+        if pattern == _MATCH:
+            found = [literal.get(name)]
+            if name != WILDCARD:
+                found.append(self.wildcard)
+            found += [prefixed.get(name[:n]) for n in self.lengths if n <= len(name)]
+        else:
+            found = [groups.get(name) for groups in dicts]
+        yield from (group for group in found if group is not None)
+
     def decide(self, principal: str, host: str, op: int, name: str, no_acl: Decision) -> Decision:
         """docs/authz.md, "How a decision is made", after the super-user check; `no_acl` is the
         configured default.
@@ -212,6 +234,29 @@ class TypeIndex:
         if allowing is not None:
             return Decision(True, RULE_ACL, last_allow(allowing, keys, op))
         return DEFAULT_DENY
+
+
+#: pattern type of a filter -> which of (literal, prefixed) it can match
+_DICTS: dict[PatternType, tuple[int, ...]] = {
+    PatternType.UNKNOWN: (),
+    PatternType.ANY: (0, 1),
+    PatternType.MATCH: (0, 1),
+    PatternType.LITERAL: (0,),
+    PatternType.PREFIXED: (1,),
+}
+
+
+def filter_candidates(
+    group: Group, principal: str | None, host: str | None
+) -> Iterator[AclBinding]:
+    """The bindings of `group` a filter's principal and host admit: one dict get when the
+    filter names both, else the rows whose key agrees."""
+    if principal is not None and host is not None:
+        yield from group.get((principal, host), (0, 0))[2:]
+        return
+    for (p, h), row in group.items():
+        if (principal is None or p == principal) and (host is None or h == host):
+            yield from row[2:]
 
 
 def group_by_type(

@@ -7,7 +7,7 @@ from a broker mean the same thing here (docs/authz.md: its links to Kafka's sour
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar, TypeVar
@@ -405,13 +405,21 @@ def java_key(text: str) -> str:
     return "".join(chr(int.from_bytes(units[i : i + 2], "big")) for i in range(0, len(units), 2))
 
 
+Matcher = Callable[[AclBindingFilter], list[AclBinding]]
+
+
+def scan(bindings: Sequence[AclBinding]) -> Matcher:
+    """The linear matcher: every binding tested against the filter, in the given order. The
+    reference the indexed matcher (Snapshot.matching) is tested against."""
+    return lambda f: [b for b in bindings if f.matches(b)]
+
+
 def match_filters(
-    current: Iterable[AclBinding], filters: Iterable[AclBindingFilter]
+    matching: Matcher, filters: Iterable[AclBindingFilter]
 ) -> tuple[list[list[AclBinding] | InvalidAclError], list[AclBinding]]:
     """DeleteAcls' matching with KRaft semantics (docs/authz.md, "Managing ACLs"): per filter,
-    every ACL it matches (even one another filter matched too) or why the filter is invalid;
-    and the union of the matches, each once, to remove in one batch."""
-    bindings = list(current)
+    every ACL `matching` finds for it (even one another filter matched too) or why the filter
+    is invalid; and the union of the matches, each once, to remove in one batch."""
     results: list[list[AclBinding] | InvalidAclError] = []
     doomed: dict[AclBinding, None] = {}
     for f in filters:
@@ -420,7 +428,7 @@ def match_filters(
         except InvalidAclError as exc:
             results.append(exc)
             continue
-        matched = [b for b in bindings if f.matches(b)]
+        matched = matching(f)
         doomed.update(dict.fromkeys(matched))
         results.append(matched)
     return results, list(doomed)

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from aclgate.authz import byresourcetype
 from aclgate.authz.cache import GenerationalCache
 from aclgate.authz.decision import Decision
-from aclgate.authz.index import PatternKey, TypeIndex, group_by_type
-from aclgate.authz.model import AclBinding, ResourceType, listing_order
+from aclgate.authz.index import PatternKey, TypeIndex, filter_candidates, group_by_type
+from aclgate.authz.model import AclBinding, AclBindingFilter, ResourceType, listing_order, scan
 
 
 class Snapshot:
@@ -88,6 +88,26 @@ class Snapshot:
                 b for index in self.types.values() for b in index.bindings()
             )
         return self._sorted
+
+    def matching(self, f: AclBindingFilter) -> list[AclBinding]:
+        """What `scan(self.bindings())(f)` returns, the ACLs `f` matches in listing order, but
+        by index lookups when `f` names a resource: the work is the candidates of the named
+        pattern(s), not the ACL set (issue 20: 1,000 filters over 210,000 ACLs took 144 s of
+        the event loop). A filter without a name is as wide as the set: scanned."""
+        if f.resource_name is None:
+            return list(self.bindings()) if f == AclBindingFilter.ANY else scan(self.bindings())(f)
+        if f.resource_type == ResourceType.ANY:
+            indexes = list(self.types.values())
+        else:
+            index = self.types.get(f.resource_type)
+            indexes = [index] if index is not None else []
+        return listing_order(
+            b
+            for index in indexes
+            for group in index.filter_groups(f.resource_name, f.pattern_type)
+            for b in filter_candidates(group, f.principal, f.host)
+            if f.matches(b)
+        )
 
     def type_groups(self, rtype: ResourceType) -> byresourcetype.TypeGroups:
         """The per-(principal, host, operation) view for authorizeByResourceType, built once."""

@@ -6,6 +6,7 @@ handshakes."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
@@ -178,9 +179,12 @@ class ListenerSecurity:
         self, fn: Callable[[], Any], done: Callable[[Any], None], source: str | None = None
     ) -> bool:
         """Run fn in the hashing pool, fairly by source address; done(result) is called back
-        on the event loop. False: the pool's queues are full."""
+        on the event loop. False: the pool's queues are full. Without a pool (no users file),
+        in a thread of the loop's default executor: a job sent off the loop (a DescribeAcls
+        answer of 200,000 ACLs) must not run on it."""
         if self.pool is None:
-            done(fn())
+            future = asyncio.get_running_loop().run_in_executor(None, fn)
+            future.add_done_callback(lambda f: done(f.exception() or f.result()))
             return True
         return self.pool.submit(source, fn, done)
 

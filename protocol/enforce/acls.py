@@ -40,16 +40,15 @@ from aclgate.authz.model import (
     InvalidAclError,
     PatternType,
     ResourceType,
-    listing_order,
-    match_filters,
 )
-from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
+from aclgate.protocol.codec import encode_response
+from aclgate.protocol.effects import AclStoreFailure, RunBlocking, StoreAclChange
 from aclgate.protocol.enforce.base import ApiHandler, KioBody, answer
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader
 from aclgate.protocol.session import ProxySession
-from aclgate.protocol.versions import response_class, response_module
+from aclgate.protocol.versions import api_name, response_class, response_module
 
 DESCRIBE, ALTER = AclOperation.DESCRIBE, AclOperation.ALTER
 DENIED = ErrorCode.cluster_authorization_failed
@@ -250,20 +249,44 @@ class DescribeAclsHandler(ApiHandler):
                 resources=(),
             )
         else:
-            bindings = ctx.policy.authorizer.acls(acl_filter)
-            body = cls(
-                throttle_time=ZERO_THROTTLE,
-                error_code=ErrorCode.none,
-                error_message="",  # Kafka leaves the field at its default
-                resources=_resources(response_module(header.api_key, header.api_version), bindings),
-            )
+            mod = response_module(header.api_key, header.api_version)
+
+            def found() -> KioBody:
+                return cls(
+                    throttle_time=ZERO_THROTTLE,
+                    error_code=ErrorCode.none,
+                    error_message="",  # Kafka leaves the field at its default
+                    resources=_resources(mod, ctx.policy.authorizer.acls(acl_filter)),
+                )
+
+            if acl_filter.resource_name is None:
+                # as wide as the ACL set: matched, built and encoded off the event loop
+                # (210,000 ACLs: seconds of CPU), docs/design.md "ACL filters off the loop"
+                session.wait(
+                    RunBlocking(lambda: encode_response(header.correlation_id, found()), ctx.host),
+                    lambda result: _send_encoded(session, header, result),
+                )
+                return
+            body = found()
         answer(session, header, body)
 
 
+def _send_encoded(session: ProxySession, header: RequestHeader, result: object) -> None:
+    """Send the answer a RunBlocking job encoded. The workers' queues full (BUSY): the
+    connection is closed, and the client retries as after any network error."""
+    if isinstance(result, bytes):
+        session.respond(header, result)
+    elif isinstance(result, BaseException):
+        session.internal_error(api_name(header.api_key), result)
+    else:
+        session.fail(f"{api_name(header.api_key)} not answered: the workers are busy", "busy")
+
+
 def _resources(mod: ModuleType, bindings: Sequence[AclBinding]) -> tuple[KioBody, ...]:
-    """DescribeAclsResponse.aclsResources: one entry per resource pattern, in listing order."""
+    """DescribeAclsResponse.aclsResources: one entry per resource pattern, in the listing
+    order `bindings` (Authorizer.acls) come in."""
     grouped: dict[tuple[ResourceType, str, PatternType], list[KioBody]] = {}
-    for b in listing_order(bindings):
+    for b in bindings:
         grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
             mod.AclDescription(
                 principal=b.principal,
@@ -406,7 +429,7 @@ class DeleteAclsHandler(ApiHandler):
                 body([(ErrorCode.security_disabled, NO_AUTHORIZER, ())] * len(filters)),
             )
             return
-        matches, doomed = match_filters(ctx.policy.authorizer.acls(), filters)
+        matches, doomed = ctx.policy.authorizer.match_filters(filters)
 
         def results(failure: AclStoreFailure | None) -> KioBody:
             out: list[tuple[ErrorCode, str | None, Sequence[AclBinding]]] = []
