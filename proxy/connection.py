@@ -7,6 +7,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
+from aclgate.protocol.bounds import bounded
 from aclgate.protocol.effects import (
     BUSY,
     Authenticated,
@@ -42,6 +43,12 @@ if TYPE_CHECKING:
     from aclgate.proxy.server import ProxyServer
 
 log = logging.getLogger("aclgate.connection")
+
+#: the most characters of a close reason in the log (client input in it is cut shorter where
+#: it enters, e.g. protocol/identity/saslgate.py): a backstop for every reason
+REASON_LIMIT = 1000
+#: kinds whose reason may be longer: an internal error's carries the traceback
+REASON_LIMITS = {"internal_error": 16_000}
 
 
 def peer_string(transport: asyncio.BaseTransport) -> str:
@@ -456,15 +463,18 @@ class ClientConnection(asyncio.Protocol):
             kind = "authentication_failed"
         if kind is not None:
             self._deliver_early = False
-        # the reason may carry client input (names, SASL text): escaped so it cannot forge lines
-        if kind is None:
-            log.info("closing connection from %s: %s", self.peer, log_safe(reason))
-        elif kind == "sasl_busy":  # an overload, one close per login: rate-limited lines
             self.server.metrics.errors.labels(kind).inc()
-            self.server.log_refusal(kind, f"closing connection from {self.peer}: {reason}")
-        else:
-            self.server.metrics.errors.labels(kind).inc()
-            log.warning("closing connection from %s: %s", self.peer, log_safe(reason))
+        # One line per kind every 10 s (a flood of bad connections must not become a log
+        # flood); the reason may carry client input (names, SASL text): cut to a bound and
+        # escaped, so it can neither fill the disk nor forge lines.
+        self.server.log_limiter.log(
+            log,
+            logging.INFO if kind is None else logging.WARNING,
+            kind or "closed",
+            "closing connection from %s: %s",
+            self.peer,
+            log_safe(bounded(reason, REASON_LIMITS.get(kind or "", REASON_LIMIT))),
+        )
         self._shut()
 
     def stop_accepting(self) -> None:

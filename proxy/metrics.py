@@ -362,6 +362,14 @@ class ProxyMetrics:
             "Failed connections to upstream brokers",
             registry=r,
         )
+        self.log_lines_suppressed = Counter(
+            "aclgate_log_lines_suppressed",
+            "Repeated log lines a client can cause (closes, refusals, TLS failures, "
+            "auto-creation) held back by the log rate limit, by kind; each is counted in a "
+            "summary line instead",
+            ["kind"],
+            registry=r,
+        )
 
         self.acl_changes = Counter(
             "aclgate_acl_store_changes",

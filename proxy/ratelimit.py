@@ -1,54 +1,149 @@
 """Rate limits for things a misbehaving client can make the proxy do many times a second.
 
-`RateLimitedLog` keeps an abuse (a connection flood, a refusal storm) from turning into a log
-flood: one line per key per interval, and the next line says how many were suppressed, so
-nothing is lost silently. `TokenBuckets` is Kafka's per-address connection creation rate
-(KIP-612) in its simplest exact form.
+`RateLimitedLog` keeps an abuse (a connection flood, garbage frames, a client retrying against
+a dead cluster) from turning into a log flood: one limit for every repeated line of the proxy,
+and a summary line with the count of what it held back, so nothing is lost silently.
+`TokenBuckets` is Kafka's per-address connection creation rate (KIP-612) in its simplest exact
+form.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+
+#: the LogRecord attribute of a held-back line still written at DEBUG: the level it had
+LIMITED_LEVEL = "rate_limited_level"
+
+
+@dataclass(slots=True)
+class _Window:
+    """One key's current interval."""
+
+    logger: logging.Logger
+    started: float
+    written: int = 0
+    held: int = 0
+    #: (level, message, args) of the last line held back: the summary repeats it
+    last: tuple[int, str, tuple[object, ...]] | None = None
 
 
 class RateLimitedLog:
-    """At most one line per `interval` seconds for each key."""
+    """At most `burst` lines per key every `interval` seconds; the proxy has one for all its
+    repeated lines (connection closes and refusals, TLS handshake failures, an unreachable
+    cluster).
+
+    A line over the limit is counted (`held`, and `on_held(key)` for the
+    aclgate_log_lines_suppressed_total metric) and, when its key's interval ends, one summary
+    line gives the count and repeats the last line held back. Keys are chosen by the code
+    (the kind of close, never a peer address or anything a client sends), so the key set is
+    small; `max_keys` bounds it anyway. A logger enabled for DEBUG still gets every held-back
+    line, at DEBUG (with its own level in the record's `rate_limited_level`).
+    """
 
     def __init__(
         self,
-        logger: logging.Logger,
         interval: float = 10.0,
+        burst: int = 1,
         clock: Callable[[], float] = time.monotonic,
-        max_keys: int = 10_000,
+        max_keys: int = 1000,
+        on_held: Callable[[str], None] | None = None,
     ):
-        self.logger = logger
         self.interval = interval
+        self.burst = burst
         self.clock = clock
         self.max_keys = max_keys
-        #: key -> (when its last line was written, lines suppressed since)
-        self._state: dict[str, tuple[float, int]] = {}
+        self.on_held = on_held
+        #: lines held back since the start
+        self.held = 0
+        self._windows: dict[tuple[str, str], _Window] = {}
+        self._timer: asyncio.TimerHandle | None = None
 
-    def log(self, level: int, key: str, message: str, *args: object) -> bool:
-        """Log `message % args` unless `key` logged within the interval; True if written."""
-        now = self.clock()
-        last, suppressed = self._state.get(key, (-1e18, 0))
-        if now - last < self.interval:
-            self._state[key] = (last, suppressed + 1)
+    def log(
+        self, logger: logging.Logger, level: int, key: str, message: str, *args: object
+    ) -> bool:
+        """`logger.log(level, message, *args)` unless `key` is over its limit; True if
+        written."""
+        if not logger.isEnabledFor(level):
             return False
-        if len(self._state) >= self.max_keys:
-            self._forget(now)
-        self._state[key] = (now, 0)
-        if suppressed:
-            message += " (%d similar line(s) suppressed in the last %.0f s)"
-            args = (*args, suppressed, now - last)
-        self.logger.log(level, message, *args)
-        return True
+        now = self.clock()
+        slot = (logger.name, key)
+        window = self._windows.get(slot)
+        if window is None or now - window.started >= self.interval:
+            if window is not None:
+                self._summarise(key, window, now)
+            elif len(self._windows) >= self.max_keys:
+                self._end_windows(now, all_of_them=True)
+            window = self._windows[slot] = _Window(logger, now)
+        if window.written < self.burst:
+            window.written += 1
+            logger.log(level, message, *args, stacklevel=2)  # the caller's file and line
+            return True
+        window.held += 1
+        window.last = (level, message, args)
+        self.held += 1
+        if self.on_held is not None:
+            self.on_held(key)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(message, *args, extra={LIMITED_LEVEL: level}, stacklevel=2)
+        self._schedule(window.started + self.interval - now)
+        return False
 
-    def _forget(self, now: float) -> None:
-        """Drop keys whose interval is over (a key with suppressed lines logs them next)."""
-        self._state = {k: v for k, v in self._state.items() if now - v[0] < self.interval}
+    def flush(self) -> None:
+        """Write every pending summary line now (when the proxy stops)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._end_windows(self.clock(), all_of_them=True)
+
+    def _summarise(self, key: str, window: _Window, now: float) -> None:
+        if not window.held or window.last is None:
+            return
+        level, message, args = window.last
+        window.logger.log(
+            level,
+            "%d more line(s) like this held back in the last %.1f s (%s; at most %d every "
+            "%g s), the last: " + message,
+            window.held,
+            now - window.started,
+            key,
+            self.burst,
+            self.interval,
+            *args,
+        )
+        window.held = 0
+        window.last = None
+
+    def _end_windows(self, now: float, all_of_them: bool = False) -> None:
+        """Summarise and forget the windows whose interval is over (or all of them)."""
+        ended = [
+            slot
+            for slot, window in self._windows.items()
+            if all_of_them or now - window.started >= self.interval
+        ]
+        for slot in ended:
+            self._summarise(slot[1], self._windows.pop(slot), now)
+
+    def _schedule(self, delay: float) -> None:
+        """The summary must come even when no further line of the key ends its interval."""
+        if self._timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a unit test): the next line or flush() writes it
+            return
+        self._timer = loop.call_later(max(0.0, delay), self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        now = self.clock()
+        self._end_windows(now)
+        pending = [w.started + self.interval - now for w in self._windows.values() if w.held]
+        if pending:
+            self._schedule(min(pending))
 
 
 class TokenBuckets:

@@ -151,9 +151,8 @@ class ListenerSecurity:
     principals: PrincipalLimit = field(default_factory=lambda: PrincipalLimit(0))
     #: seconds a TLS handshake may take before the socket is closed
     tls_handshake_timeout: float = HANDSHAKE_TIMEOUT
-    _tls_log: RateLimitedLog = field(
-        default_factory=lambda: RateLimitedLog(logging.getLogger("aclgate.tls"))
-    )
+    #: the proxy's rate limit of repeated log lines (ProxyServer shares its own)
+    log_limiter: RateLimitedLog = field(default_factory=RateLimitedLog)
 
     @property
     def executor(self) -> ThreadPoolExecutor | None:
@@ -209,7 +208,8 @@ class ListenerSecurity:
     def tls_handshake_failed(self, peer: str, exc: BaseException) -> None:
         """A client's TLS handshake failed or timed out: logged (rate limited), then counted,
         so whoever sees the count can find the line (the tests read both from another thread)."""
-        self._tls_log.log(
+        self.log_limiter.log(
+            logging.getLogger("aclgate.tls"),
             logging.WARNING,
             "tls_handshake",
             "TLS handshake with %s failed, connection closed: %s",

@@ -17,6 +17,7 @@ from kio.serial import entity_reader
 from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import ResourceType
 from aclgate.protocol.apiversions import unsupported_version_response
+from aclgate.protocol.bounds import bounded
 from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
 from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.cursor import KEY_SIZE, CursorSeal
@@ -35,7 +36,7 @@ from aclgate.proxy.aclstores import open_acl_backend, protected_topics
 from aclgate.proxy.audit import AuditLog
 from aclgate.proxy.auditkafka import KafkaAuditSink, topic_settings
 from aclgate.proxy.config import ProxyConfig
-from aclgate.proxy.connection import ClientConnection
+from aclgate.proxy.connection import REASON_LIMIT, ClientConnection
 from aclgate.proxy.decisions import DecisionRecorder
 from aclgate.proxy.directory import NodeDirectory
 from aclgate.proxy.dryrunfile import DryRunSettings
@@ -108,7 +109,11 @@ class ProxyServer:
             if config.max_connection_creation_rate
             else None
         )
-        self._refusals = RateLimitedLog(logging.getLogger("aclgate.connection"))
+        #: the one rate limit of every repeated log line (closes, refusals, TLS failures)
+        self.log_limiter = RateLimitedLog(
+            on_held=lambda key: self.metrics.log_lines_suppressed.labels(key).inc()
+        )
+        self.security.log_limiter = self.log_limiter
         self._dropped_logged: set[int] = set()
         self._pending_listeners: list[asyncio.Task] = []
         self._tasks: list[asyncio.Task] = []
@@ -459,6 +464,7 @@ class ProxyServer:
             await self.health.close()
         await self.control.close()
         self.recorder.denial_log.flush()  # the last second's summary line
+        self.log_limiter.flush()  # and the held-back lines' summaries
         if self.audit is not None:
             self.audit.close()
         if self.security.executor is not None:
@@ -560,7 +566,7 @@ class ProxyServer:
 
         def refused(peer: str, why: str) -> None:
             self.metrics.errors.labels("proxy_protocol").inc()
-            log.warning("refused connection from %s: %s", peer, why)
+            self.log_refusal("proxy_protocol", f"refused connection from {peer}: {why}")
 
         ssl_context = self.security.ssl_context
         assert ssl_context is not None  # headers before TLS: only on TLS listeners
@@ -624,8 +630,18 @@ class ProxyServer:
         self._tasks.append(task)
         self._raw_sockets.append(sock)
 
-    def log_refusal(self, key: str, message: str, level: int = logging.WARNING) -> None:
-        self._refusals.log(level, key, "%s", log_safe(message))
+    def log_refusal(
+        self,
+        key: str,
+        message: str,
+        level: int = logging.WARNING,
+        logger: str = "aclgate.connection",
+    ) -> None:
+        """A line a client can cause again and again: through the rate limit, cut to a bound
+        and escaped."""
+        self.log_limiter.log(
+            logging.getLogger(logger), level, key, "%s", log_safe(bounded(message, REASON_LIMIT))
+        )
 
     def connection_opened(
         self, conn: ClientConnection, address: str | None
@@ -794,7 +810,9 @@ class ProxyServer:
                 for topic in metadata.topics:
                     self.policy.topic_ids.learn(getattr(topic, "topic_id", None), topic.name)
             except Exception as exc:
-                log.warning("topic id lookup failed: %r", exc)
+                self.log_refusal(
+                    "topic_id_lookup", f"topic id lookup failed: {exc!r}", logger=log.name
+                )
             finally:
                 done()
 
@@ -813,7 +831,9 @@ class ProxyServer:
                 metadata = await self.control.metadata(sorted(names))
                 counts = {t.name: len(t.partitions) for t in metadata.topics if t.error_code == 0}
             except Exception as exc:
-                log.warning("partition lookup failed: %r", exc)
+                self.log_refusal(
+                    "partition_lookup", f"partition lookup failed: {exc!r}", logger=log.name
+                )
             done(counts)
 
         self._spawn(lookup())
@@ -826,8 +846,10 @@ class ProxyServer:
             try:
                 answer = await self.control.metadata(sorted(names), auto_create=True)
             except Exception as exc:
-                log.warning(
-                    "auto-creation of %s failed: %r", log_safe(", ".join(sorted(names))), exc
+                self.log_refusal(
+                    "auto_create_failed",
+                    f"auto-creation of {', '.join(sorted(names))} failed: {exc!r}",
+                    logger=log.name,
                 )
                 return
             # a KRaft broker answers 3 (being created) or 5; anything else is a refusal, e.g.
@@ -838,9 +860,19 @@ class ProxyServer:
                 if t.error_code not in (0, 3, 5)
             }
             if refused:
-                log.warning("the cluster refused to auto-create: %s", refused)
+                self.log_refusal(
+                    "auto_create_refused",
+                    f"the cluster refused to auto-create: {refused}",
+                    logger=log.name,
+                )
             else:
-                log.info("asked the cluster to auto-create %s", log_safe(", ".join(sorted(names))))
+            # one line per kind every 10 s: a client asking for many new names cannot flood
+                self.log_refusal(
+                    "auto_create",
+                    f"asked the cluster to auto-create {', '.join(sorted(names))}",
+                    logging.INFO,
+                    log.name,
+                )
 
         self._spawn(create())
 

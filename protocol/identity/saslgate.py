@@ -33,6 +33,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i64Timedelta
 
 from aclgate.protocol.apiversions import local_api_versions_response
+from aclgate.protocol.bounds import bounded
 from aclgate.protocol.codec import decode_request, encode_response
 from aclgate.protocol.effects import (
     BUSY,
@@ -62,6 +63,12 @@ API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 #: what the listener itself serves, whatever the broker announces
 SASL_VERSIONS: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
 _SIZE = struct.Struct(">i")
+#: characters of a client's mechanism name quoted in a close reason (RFC 4422 names have at
+#: most 20; a client can send 32 KB)
+MECHANISM_TEXT = 100
+#: characters of a failed exchange's message, in the close reason and in the answer's
+#: error_message (it may quote what the client sent, e.g. a malformed SCRAM message)
+MESSAGE_TEXT = 500
 
 
 @dataclass
@@ -277,13 +284,17 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     elif request.mechanism not in mechanisms:
         refusal = (
             ErrorCode.unsupported_sasl_mechanism,
-            f"client asked for SASL mechanism {request.mechanism!r}, enabled: "
-            f"{', '.join(mechanisms)}",
+            f"client asked for SASL mechanism {bounded(request.mechanism, MECHANISM_TEXT)!r}, "
+            f"enabled: {', '.join(mechanisms)}",
         )
     elif state.authenticated and request.mechanism != state.mechanism:
         refusal = (
             ErrorCode.illegal_sasl_state,
-            _message(reauthentication_mechanism_error(str(state.mechanism), request.mechanism)),
+            _message(
+                reauthentication_mechanism_error(
+                    str(state.mechanism), bounded(request.mechanism, MECHANISM_TEXT)
+                )
+            ),
         )
     if refusal is not None:
         code, reason = refusal
@@ -434,9 +445,10 @@ def _authenticate_done(
 
 
 def _refuse(session: ProxySession, header: RequestHeader, state: SaslState, message: str) -> None:
-    """Bad credentials: SASL_AUTHENTICATION_FAILED with Kafka's message after the delay, then
-    the close."""
+    """Bad credentials: SASL_AUTHENTICATION_FAILED with Kafka's message (bounded) after the
+    delay, then the close."""
     session.notify(AuthenticationResult(state.mechanism or "", False))
+    message = bounded(message, MESSAGE_TEXT)
     _refuse_later(
         session,
         header,
@@ -502,6 +514,8 @@ def _fail_later(session: ProxySession, state: SaslState, message: str) -> None:
 
     def close() -> None:
         session.auth_failed = True
-        session.close_after_flush(f"SASL authentication failed ({state.mechanism}): {message}")
+        session.close_after_flush(
+            f"SASL authentication failed ({state.mechanism}): {bounded(message, MESSAGE_TEXT)}"
+        )
 
     _later(session, state, close)

@@ -27,6 +27,7 @@ from typing import Any
 
 from aclgate.protocol.codec import decode_request
 from aclgate.protocol.header import parse_request_header
+from aclgate.proxy.ratelimit import LIMITED_LEVEL
 
 from .client import Outcome
 from .corpus import API_VERSIONS, SASL_HANDSHAKE, SIZE, Parsed, parse, split_frames
@@ -261,10 +262,12 @@ class CloseLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.msg
+        # a line held back by the log rate limit still comes, at DEBUG, with its own level
+        level = getattr(record, LIMITED_LEVEL, record.levelno)
         with self._mutex:
             if msg == "client %s disconnected":
                 self.counts["disconnected"] += 1
-            elif record.levelno == logging.INFO and str(msg).startswith("closing connection"):
+            elif level == logging.INFO and str(msg).startswith("closing connection"):
                 reason = str(record.args[-1]) if record.args else ""
                 if any(re.search(p, reason) for p in DELIBERATE):
                     self.counts["closed_normally"] += 1
@@ -273,7 +276,7 @@ class CloseLog(logging.Handler):
                     self.uncounted[re.sub(r"\d+", "N", reason)[:100]] += 1
             elif str(msg).startswith("TLS handshake with %s ended"):
                 self.counts["tls_abandoned"] += 1
-            if record.levelno >= logging.WARNING:
+            if level >= logging.WARNING:
                 text = record.getMessage()
                 if "internal error" in text:
                     self.internal.append(text)
