@@ -53,6 +53,25 @@ class AclStoreStatus:
     records_replayed: int = 0
 
 
+def unready_reason(status: AclStoreStatus, max_staleness: float) -> str | None:
+    """Why the store makes the proxy unready (/readyz 503), or None.
+
+    Not loaded yet; degraded (the store cannot be read or applied: this instance enforces a
+    policy its store no longer holds and will not catch up by itself); or not in step with its
+    source for more than `max_staleness` seconds (0: staleness alone never makes it unready)."""
+    stale = status.seconds_stale
+    if not status.loaded:
+        return f"loading: {status.records_replayed} records replayed"
+    if status.error is not None:
+        return status.error
+    if max_staleness and stale is not None and stale > max_staleness:
+        return (
+            f"stale: not in step with its source for {stale:.0f} s, more than "
+            f"acl_store_max_staleness_seconds ({max_staleness:g})"
+        )
+    return None
+
+
 class AclBackend(Protocol):
     """An ACL store backend, driven by the server on its event loop."""
 

@@ -360,6 +360,15 @@ class ProxyConfig:
         help="--acl-store kafka: skip the record at this offset of the ACL topic (repeatable): "
         "the way past an undecodable record, once you have checked what it was (docs/authz.md)",
     )
+    acl_store_max_staleness_seconds: float = _setting(
+        300.0,
+        parse=float,
+        metavar="SECONDS",
+        help="/readyz answers 503 once the ACL store has not been in step with its source for "
+        "longer than this (kafka: the ACL topic out of reach; default 300: rides out a rolling "
+        "restart of the ACL cluster, bounds how long a cut-off instance enforces a policy the "
+        "fleet has since changed; 0: never). A degraded store is unready at once",
+    )
     super_user: list[str] = _setting(
         multiple=True,
         metavar="PRINCIPAL",
@@ -695,6 +704,8 @@ class ProxyConfig:
                 raise ConfigError(f"{name} must be 0 (no limit) or more")
         if not self.shutdown_grace >= 0:
             raise ConfigError("shutdown_grace must be 0 or more seconds")
+        if not self.acl_store_max_staleness_seconds >= 0:
+            raise ConfigError("acl_store_max_staleness_seconds must be 0 (never) or more seconds")
         from aclgate.authz.authorizer import parse_super_users
         from aclgate.protocol.enforce.dryrun import DryRunScope
 

@@ -47,27 +47,41 @@ __all__ = [
 log = logging.getLogger("aclgate.security")
 
 
+def _signature_or_none(path: Path) -> tuple[int, ...] | None:
+    try:
+        return file_signature(path)
+    except OSError:
+        return None
+
+
 class ReloadingUsers:
-    """The users file, re-read when it changes (checked at each new SASL exchange)."""
+    """The users file, re-read when it changes (checked at each new SASL exchange).
 
-    def __init__(self, path: Path):
+    A file that cannot be loaded (unreadable, corrupt, a SCRAM credential outside Kafka's
+    iteration range) keeps the previous users in force and is logged and counted once per
+    version on disk: retried at every exchange, each client connection would cost a parse of
+    the whole file and an ERROR line."""
+
+    def __init__(self, path: Path, metrics: AuthMetrics | None = None):
         self.path = path
-        self._stamp: tuple[int, ...] | None = None
-        self._users: Users = self._load()
-
-    def _load(self) -> Users:
-        stamp = file_signature(self.path)
-        users = load_users(self.path)
-        self._stamp = stamp
-        return users
+        self._metrics = metrics or AuthMetrics()
+        self._stamp: tuple[int, ...] | None = file_signature(path)
+        self._users: Users = load_users(path)
 
     def current(self) -> Users:
-        try:
-            if file_signature(self.path) != self._stamp:
-                self._users = self._load()
-                log.info("reloaded users file %s (%d users)", self.path, len(self._users.names()))
-        except (OSError, UsersFileError) as exc:
-            log.error("users file %s not reloaded, keeping the previous users: %s", self.path, exc)
+        stamp = _signature_or_none(self.path)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._users = load_users(self.path)
+            except UsersFileError as exc:
+                self._metrics.users_file_load_errors.inc()
+                log.error(
+                    "users file %s not reloaded, keeping the previous users: %s", self.path, exc
+                )
+            else:
+                self._metrics.users_file_reloads.inc()
+                log.info("reloaded users file %s (%d users)", self.path, len(self._users))
         return self._users
 
     def credentials_for(self, user: str, mechanism: str):
@@ -91,6 +105,17 @@ class AuthMetrics:
             "aclgate_authentication_successes",
             "Successful SASL authentications and re-authentications",
             ["listener", "mechanism"],
+            registry=registry,
+        )
+        self.users_file_reloads = Counter(
+            "aclgate_users_file_reloads",
+            "Users file changes loaded while serving",
+            registry=registry,
+        )
+        self.users_file_load_errors = Counter(
+            "aclgate_users_file_load_errors",
+            "Users file changes refused (unreadable, corrupt, SCRAM iterations outside Kafka's "
+            "4096-16384); the previous users stayed in force",
             registry=registry,
         )
 
@@ -222,6 +247,7 @@ class ListenerSecurity:
 def build_listener_security(config: ProxyConfig, metrics: Any = None) -> ListenerSecurity:
     """`metrics`: the proxy's ProxyMetrics, where the authentication counters register."""
     protocol = config.listener_security_protocol
+    auth_metrics = AuthMetrics(metrics)
     try:
         tls = None
         if protocol in ("SSL", "SASL_SSL"):
@@ -234,7 +260,7 @@ def build_listener_security(config: ProxyConfig, metrics: Any = None) -> Listene
             else None
         )
         users = (
-            ReloadingUsers(config.users_file)
+            ReloadingUsers(config.users_file, auth_metrics)
             if config.users_file and protocol.startswith("SASL")
             else None
         )
@@ -258,6 +284,6 @@ def build_listener_security(config: ProxyConfig, metrics: Any = None) -> Listene
         failed_auth_delay=config.connection_failed_authentication_delay_ms / 1000,
         max_reauth_ms=config.connections_max_reauth_ms,
         pool=FairHashPool() if users else None,
-        metrics=AuthMetrics(metrics),
+        metrics=auth_metrics,
         principals=PrincipalLimit(config.max_connections_per_principal),
     )

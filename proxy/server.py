@@ -30,7 +30,7 @@ from aclgate.protocol.enforce.table import (
 from aclgate.protocol.identity.saslgate import SaslListenerConfig
 from aclgate.protocol.session import RequestHandler, SessionConfig
 from aclgate.protocol.versions import KIO_RANGES, api_name, request_class, response_class
-from aclgate.proxy.aclbackend import AclBackend, AclStoreError
+from aclgate.proxy.aclbackend import AclBackend, AclStoreError, unready_reason
 from aclgate.proxy.aclstore import AclFileError, AclFileWatcher
 from aclgate.proxy.aclstores import open_acl_backend, protected_topics
 from aclgate.proxy.audit import AuditLog
@@ -725,9 +725,12 @@ class ProxyServer:
                 "fingerprint": status.fingerprint,
                 "error": status.error,
                 "seconds_stale": status.seconds_stale,
+                # why the store makes the proxy unready (loading, degraded, stale), or null
+                "not_ready": unready_reason(status, self.config.acl_store_max_staleness_seconds),
             }
             if not status.loaded:
                 details["acl_store"]["records_replayed"] = status.records_replayed
+            if details["acl_store"]["not_ready"] is not None:
                 return False, details
         return self.upstream_reachable and self.authorizer.ready, details
 

@@ -35,6 +35,7 @@ from aclgate.protocol.identity.sasl.credentials import (
     ScramCredential,
     hash_plain_password,
     scram_credential,
+    scram_iterations_problem,
 )
 from aclgate.proxy.fsutil import exclusive_lock, write_atomically
 
@@ -88,8 +89,20 @@ def _parse_credential(mechanism: str, obj: Any) -> Credential:
     raise ValueError(f"unknown mechanism {mechanism!r}")
 
 
-def parse_users(text: str | bytes, source: str = "users file") -> Users:
-    """Parse and validate the JSON document; raises UsersFileError naming the problem."""
+def _outside_kafka_limits(credential: Credential) -> str | None:
+    """Why Kafka would refuse to create this credential (SCRAM iterations out of range)."""
+    if isinstance(credential, ScramCredential):
+        return scram_iterations_problem(credential.iterations)
+    return None
+
+
+def parse_users(
+    text: str | bytes, source: str = "users file", *, kafka_limits: bool = True
+) -> Users:
+    """Parse and validate the JSON document; raises UsersFileError naming the problem.
+
+    `kafka_limits=False` lets through a credential Kafka would not create (SCRAM iterations
+    outside 4096-16384): `aclgate users` must still be able to replace or remove that user."""
     try:
         doc = json.loads(text)
     except ValueError as e:
@@ -122,6 +135,11 @@ def parse_users(text: str | bytes, source: str = "users file") -> Users:
                 raise UsersFileError(
                     f"{source}: corrupt {mechanism} credential for user {name!r}: {e}"
                 ) from None
+            problem = _outside_kafka_limits(parsed[mechanism]) if kafka_limits else None
+            if problem is not None:
+                raise UsersFileError(
+                    f"{source}: {mechanism} credential for user {name!r}: {problem}"
+                )
         entries[name] = MappingProxyType(parsed)
     return Users(MappingProxyType(entries))
 
@@ -133,7 +151,7 @@ def _read_doc(path: Path) -> dict[str, Any]:
         return {"version": VERSION, "users": {}}
     except (OSError, UnicodeDecodeError) as e:
         raise UsersFileError(f"{path}: cannot read users file: {e}") from None
-    parse_users(text, str(path))  # validate before changing anything
+    parse_users(text, str(path), kafka_limits=False)  # validate before changing anything
     return json.loads(text)
 
 

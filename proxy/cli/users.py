@@ -19,6 +19,7 @@ from aclgate.protocol.identity.sasl.credentials import (
     SCRAM_DEFAULT_ITERATIONS,
     SCRAM_MAX_ITERATIONS,
     SCRAM_MIN_ITERATIONS,
+    scram_iterations_problem,
 )
 from aclgate.proxy.usersfile import MECHANISMS, UsersFileError, add_user, load_users, remove_user
 
@@ -66,10 +67,9 @@ def _read_password(from_stdin: bool) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "add":
-            if not SCRAM_MIN_ITERATIONS <= args.iterations <= SCRAM_MAX_ITERATIONS:
-                raise UsersFileError(
-                    f"--iterations must be between {SCRAM_MIN_ITERATIONS} and {SCRAM_MAX_ITERATIONS}"
-                )
+            problem = scram_iterations_problem(args.iterations)
+            if problem is not None:  # refused before the password is asked for
+                raise UsersFileError(f"--{problem}")
             mechs = [
                 m.strip()
                 for arg in args.mechanism or ["SCRAM-SHA-512"]

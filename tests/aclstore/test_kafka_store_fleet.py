@@ -187,6 +187,9 @@ def test_a_corrupt_record_marks_the_proxy_degraded_in_readyz_and_metrics(fleet, 
     wait_until(lambda: store(a)["error"] is not None, timeout=15)
     assert "degraded" in store(a)["error"] and "not a UUID" in store(a)["error"]
     assert a.metric("aclgate_acl_store_degraded") == 1
+    # issue 20: /readyz was 200 while degraded; now 503 with the reason
+    status, body = a.readyz()
+    assert status == 503 and body["acl_store"]["not_ready"] == body["acl_store"]["error"]
     # (the log is read from the child's stderr by a thread: it may trail /readyz a little)
     wait_until(lambda: "cannot be decoded" in a.log, timeout=10, what="the ERROR line")
     # changes are refused while degraded

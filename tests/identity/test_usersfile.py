@@ -226,3 +226,52 @@ def test_in_process_cli(tmp_path: Path, monkeypatch, capsys) -> None:
     assert PASSWORD not in capsys.readouterr().out
     assert main(["users", "list", "--users-file", str(tmp_path / "u.json")]) == 0
     assert capsys.readouterr().out == "zed\tSCRAM-SHA-512\n"
+
+
+def _with_iterations(path: Path, user: str, mechanism: str, iterations: int) -> None:
+    """Rewrite one stored credential's iteration count by hand (keys left as they were)."""
+    doc = json.loads(path.read_text())
+    doc["users"][user][mechanism]["iterations"] = iterations
+    path.write_text(json.dumps(doc))
+    os.chmod(path, 0o600)
+
+
+@pytest.mark.parametrize("iterations", [1, 4095, 16385, 10**9])
+def test_scram_iterations_outside_kafkas_range_are_refused(tmp_path: Path, iterations) -> None:
+    """Issue 20: iterations 1 or 10^9 loaded silently (Kafka creates only 4096-16384); now the
+    load fails naming the user, the mechanism and the range, and `aclgate users` can still
+    replace or remove that user."""
+    f = tmp_path / "u.json"
+    add_user(f, "alice", PASSWORD, ["SCRAM-SHA-256"], iterations=4096)
+    add_user(f, "bob", PASSWORD, ["SCRAM-SHA-512"], iterations=16384)
+    assert len(load_users(f)) == 2  # the limits themselves are accepted
+    _with_iterations(f, "bob", "SCRAM-SHA-512", iterations)
+    expected = (
+        f"{f}: SCRAM-SHA-512 credential for user 'bob': iterations must be between 4096 and "
+        f"16384 (Kafka's range), got {iterations}"
+    )
+    with pytest.raises(UsersFileError) as refused:
+        load_users(f)
+    assert str(refused.value) == expected
+    listed = users_cli("list", "--users-file", str(f))
+    assert listed.returncode == 1 and listed.stderr == f"aclgate users list: {expected}\n"
+    replaced = users_cli("add", "bob", "--users-file", str(f), "--password-stdin", stdin="pw")
+    assert replaced.returncode == 0, replaced.stderr
+    assert load_users(f).names() == ["alice", "bob"]
+    _with_iterations(f, "bob", "SCRAM-SHA-512", iterations)
+    assert remove_user(f, "bob") and load_users(f).names() == ["alice"]
+
+
+@pytest.mark.parametrize("iterations", ["4095", "16385", "1000000000"])
+def test_cli_add_refuses_iterations_outside_kafkas_range(tmp_path: Path, iterations) -> None:
+    f = tmp_path / "u.json"
+    r = users_cli(
+        "add", "x", "--users-file", str(f), "--password-stdin", "--iterations", iterations,
+        stdin="pw",
+    )  # fmt: skip
+    assert r.returncode == 1
+    assert r.stderr == (
+        "aclgate users add: --iterations must be between 4096 and 16384 (Kafka's range), "
+        f"got {iterations}\n"
+    )
+    assert not f.exists()

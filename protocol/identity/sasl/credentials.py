@@ -25,6 +25,7 @@ __all__ = [
     "ScramCredential",
     "hash_plain_password",
     "scram_credential",
+    "scram_iterations_problem",
     "scram_salted_password",
 ]
 
@@ -83,6 +84,19 @@ class ScramCredential:
         return cls(mechanism, _unb64(obj["salt"]), stored, server, iterations)
 
 
+def scram_iterations_problem(iterations: int) -> str | None:
+    """Why `iterations` is outside Kafka's ScramMechanism range (4096 to 16384), or None.
+
+    Kafka refuses such a credential when it is created (AlterUserScramCredentials); the proxy
+    also when it loads one, since a users file can be written by hand (docs/design.md)."""
+    if SCRAM_MIN_ITERATIONS <= iterations <= SCRAM_MAX_ITERATIONS:
+        return None
+    return (
+        f"iterations must be between {SCRAM_MIN_ITERATIONS} and {SCRAM_MAX_ITERATIONS} "
+        f"(Kafka's range), got {iterations}"
+    )
+
+
 def scram_salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
     """Hi(password, salt, i) of RFC 5802; like Kafka, the password is UTF-8 without SASLprep."""
     return hashlib.pbkdf2_hmac(SCRAM_MECHANISMS[mechanism], password.encode(), salt, iterations)
@@ -107,11 +121,9 @@ def scram_credential(
     """Derive a SCRAM credential with a fresh random salt (or the given one)."""
     if mechanism not in SCRAM_MECHANISMS:
         raise ValueError(f"unknown SCRAM mechanism {mechanism!r}")
-    if not SCRAM_MIN_ITERATIONS <= iterations <= SCRAM_MAX_ITERATIONS:
-        raise ValueError(
-            f"iterations must be between {SCRAM_MIN_ITERATIONS} and {SCRAM_MAX_ITERATIONS} "
-            f"for {mechanism}, got {iterations}"
-        )
+    problem = scram_iterations_problem(iterations)
+    if problem is not None:
+        raise ValueError(f"{mechanism} {problem}")
     salt = secrets.token_bytes(32) if salt is None else salt
     _, stored, server = scram_keys(
         mechanism, scram_salted_password(mechanism, password, salt, iterations)
