@@ -88,6 +88,10 @@ class FileAclBackend:
     def status(self) -> AclStoreStatus:
         error = self.watcher.last_error
         loaded_at = self.watcher.last_loaded_at
+        if loaded_at is None and self.missing_ok and not self.store.exists():
+            # the empty policy --acl-file-missing-ok asked for, until the file first appears:
+            # not degraded, so /readyz lets the first ACLs be made through the proxy
+            error = None
         stale = None
         if error is not None:
             stale = time.time() - loaded_at if loaded_at is not None else None

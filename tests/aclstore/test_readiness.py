@@ -116,3 +116,21 @@ def test_readyz_is_503_once_the_store_is_stale_past_the_limit(
         )
     else:
         assert body["acl_store"]["not_ready"] is None
+
+
+def test_a_missing_acl_file_allowed_missing_is_ready_until_it_breaks(
+    tansu, proxy_factory, tmp_path
+) -> None:
+    """--acl-file-missing-ok: the empty policy asked for is not a degraded store (else the
+    first ACLs could not be made through a load balancer); a broken file once it appears is."""
+    path = tmp_path / "acls.json"
+    proxy = proxy_factory(
+        tansu.bootstrap, acl_file=path, acl_file_missing_ok=True, metrics_listen=("127.0.0.1", 0)
+    )
+    proxy.run(proxy.server.watcher.reload_once)
+    wait_until(lambda: readyz(proxy)[0] == 200, timeout=10, what="ready")
+    assert "does not exist" in readyz(proxy)[1]["acl_file_error"]
+    path.write_text('{"version": 1, "acls": [')
+    proxy.run(proxy.server.watcher.reload_once)
+    status, body = readyz(proxy)
+    assert status == 503 and "invalid JSON" in body["acl_store"]["not_ready"]
