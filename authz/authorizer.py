@@ -32,6 +32,7 @@ from aclgate.authz.model import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    FilterMatches,
     InvalidAclError,
     PatternType,
     ResourceType,
@@ -289,9 +290,7 @@ class Authorizer:
                 self._apply(doomed, [])
         return results
 
-    def match_filters(
-        self, filters: Iterable[AclBindingFilter]
-    ) -> tuple[list[list[AclBinding] | InvalidAclError], list[AclBinding]]:
+    def match_filters(self, filters: Iterable[AclBindingFilter]) -> FilterMatches:
         """`model.match_filters` over one snapshot, through its index (Snapshot.matching)."""
         snap = self._snap
         return match_filters(snap.matching if snap is not None else scan(()), filters)

@@ -406,6 +406,8 @@ def java_key(text: str) -> str:
 
 
 Matcher = Callable[[AclBindingFilter], list[AclBinding]]
+#: per filter the ACLs it matches or why it is invalid, and the union of the matches
+FilterMatches = tuple[list[list[AclBinding] | InvalidAclError], list[AclBinding]]
 
 
 def scan(bindings: Sequence[AclBinding]) -> Matcher:
@@ -414,9 +416,7 @@ def scan(bindings: Sequence[AclBinding]) -> Matcher:
     return lambda f: [b for b in bindings if f.matches(b)]
 
 
-def match_filters(
-    matching: Matcher, filters: Iterable[AclBindingFilter]
-) -> tuple[list[list[AclBinding] | InvalidAclError], list[AclBinding]]:
+def match_filters(matching: Matcher, filters: Iterable[AclBindingFilter]) -> FilterMatches:
     """DeleteAcls' matching with KRaft semantics (docs/authz.md, "Managing ACLs"): per filter,
     every ACL `matching` finds for it (even one another filter matched too) or why the filter
     is invalid; and the union of the matches, each once, to remove in one batch."""

@@ -11,7 +11,8 @@ admin connection sends the case's request once the pinger is running, and the fi
 admin request's own time and the worst ping round trip that overlapped it (the stall).
 
 Cases (issue 20's figures): DeleteAcls with 200 non-matching LITERAL filters over 50,000 ACLs;
-1,000 over 210,000; DescribeAcls ANY over 210,000 (an answer of 210,000 ACLs).
+1,000 over 210,000; DescribeAcls ANY over 210,000 (an answer of 210,000 ACLs); and DeleteAcls
+ANY over 50,000 (all removed: the answer, the store's change and its audit event list them).
 
 Writes acl_filters.json and acl_filters.md to bench/results/ or --out.
 """
@@ -45,6 +46,7 @@ CASES: tuple[tuple[str, int, str, int], ...] = (
     ("DeleteAcls, 200 non-matching LITERAL filters", 50_000, "delete", 200),
     ("DeleteAcls, 1,000 non-matching LITERAL filters", 210_000, "delete", 1_000),
     ("DescribeAcls ANY (the whole ACL set)", 210_000, "describe", 1),
+    ("DeleteAcls ANY (removes the whole ACL set)", 50_000, "delete-all", 1),
 )
 
 
@@ -96,6 +98,8 @@ def admin_request(kind: str, filters: int) -> Any:
         return request_class(DESCRIBE_ACLS, 3)(**filter_fields(None, ANY_TYPE, ANY_PATTERN))
     cls = request_class(DELETE_ACLS, 3)
     mod = sys.modules[cls.__module__]
+    if kind == "delete-all":
+        return cls(filters=(mod.DeleteAclsFilter(**filter_fields(None, ANY_TYPE, ANY_PATTERN)),))
     return cls(
         filters=tuple(
             mod.DeleteAclsFilter(**filter_fields(f"absent-{i}", TOPIC, LITERAL))
@@ -231,6 +235,8 @@ def markdown(data: dict[str, Any]) -> str:
         *TABLE_HEAD,
         *_rows(data["cases"]),
     ]
+    if data.get("notes"):
+        lines += ["", data["notes"]]
     before = data.get("before")
     if before:
         lines += [

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import ModuleType
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32Timedelta
@@ -37,12 +37,13 @@ from aclgate.authz.model import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    FilterMatches,
     InvalidAclError,
     PatternType,
     ResourceType,
 )
 from aclgate.protocol.codec import encode_response
-from aclgate.protocol.effects import AclStoreFailure, RunBlocking, StoreAclChange
+from aclgate.protocol.effects import AclStoreFailure, Busy, RunBlocking, StoreAclChange
 from aclgate.protocol.enforce.base import ApiHandler, KioBody, answer
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.framing import Frame
@@ -61,6 +62,7 @@ NO_AUTHORIZER = "No Authorizer is configured."
 ZERO_THROTTLE = i32Timedelta.parse(timedelta(0))
 
 E = TypeVar("E", ResourceType, PatternType, AclOperation, AclPermissionType)
+T = TypeVar("T")
 
 
 class AclFilterEntry(Protocol):
@@ -194,15 +196,19 @@ def acl_admin_authorized(ctx: AuthContext, header: RequestHeader, operation: Acl
 
 def _respond_later(
     session: ProxySession,
+    ctx: AuthContext,
     header: RequestHeader,
     change: StoreAclChange,
     build: Callable[[AclStoreFailure | None], KioBody],
+    wide: bool = False,
 ) -> None:
     """Answer once the store has committed `change` (or failed to). The connection's next
     requests wait meanwhile (a held wait), as a broker reads no further request of a connection
     before it has answered the one in hand: a request pipelined behind a CreateAcls is decided
     with the change in force."""
-    session.wait(change, lambda result: answer(session, header, build(result)))
+    session.wait(
+        change, lambda result: _answer_built(session, ctx, header, lambda: build(result), wide)
+    )
 
 
 def _store_error(failure: AclStoreFailure) -> tuple[ErrorCode, str]:
@@ -259,27 +265,59 @@ class DescribeAclsHandler(ApiHandler):
                     resources=_resources(mod, ctx.policy.authorizer.acls(acl_filter)),
                 )
 
-            if acl_filter.resource_name is None:
-                # as wide as the ACL set: matched, built and encoded off the event loop
-                # (210,000 ACLs: seconds of CPU), docs/design.md "ACL filters off the loop"
-                session.wait(
-                    RunBlocking(lambda: encode_response(header.correlation_id, found()), ctx.host),
-                    lambda result: _send_encoded(session, header, result),
-                )
-                return
-            body = found()
+            _answer_built(session, ctx, header, found, _wide([acl_filter]))
+            return
         answer(session, header, body)
 
 
-def _send_encoded(session: ProxySession, header: RequestHeader, result: object) -> None:
-    """Send the answer a RunBlocking job encoded. The workers' queues full (BUSY): the
-    connection is closed, and the client retries as after any network error."""
-    if isinstance(result, bytes):
-        session.respond(header, result)
-    elif isinstance(result, BaseException):
-        session.internal_error(api_name(header.api_key), result)
-    else:
-        session.fail(f"{api_name(header.api_key)} not answered: the workers are busy", "busy")
+def _wide(filters: Sequence[AclBindingFilter]) -> bool:
+    """A filter without a resource name can match every ACL (210,000: seconds of CPU to
+    match, build and encode): such requests are served off the event loop (docs/design.md,
+    "ACL filters off the loop")."""
+    return any(f.resource_name is None for f in filters)
+
+
+def _off_loop(
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    job: Callable[[], T],
+    then: Callable[[T], None],
+) -> None:
+    """Run `job` in a worker thread (RunBlocking, fair by client address), then `then(its
+    result)` on the loop. An exception it raised is a bug of ours: the connection is closed,
+    as for any; the workers' queues full (BUSY): closed too, and the client retries as after
+    any network error."""
+
+    def done(result: object) -> None:
+        if isinstance(result, BaseException):
+            session.internal_error(api_name(header.api_key), result)
+        elif isinstance(result, Busy):
+            session.fail(f"{api_name(header.api_key)} not answered: the workers are busy", "busy")
+        else:
+            then(cast(T, result))
+
+    session.wait(RunBlocking(job, ctx.host), done)
+
+
+def _answer_built(
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    build: Callable[[], KioBody],
+    wide: bool,
+) -> None:
+    """Answer with `build()`; for a wide request, built and encoded off the event loop."""
+    if not wide:
+        answer(session, header, build())
+        return
+    _off_loop(
+        session,
+        ctx,
+        header,
+        lambda: encode_response(header.correlation_id, build()),
+        lambda data: session.respond(header, data),
+    )
 
 
 def _resources(mod: ModuleType, bindings: Sequence[AclBinding]) -> tuple[KioBody, ...]:
@@ -377,7 +415,7 @@ class CreateAclsHandler(ApiHandler):
             answer(session, header, outcomes(None))
             return
         _respond_later(
-            session, header, StoreAclChange(additions=tuple(dict.fromkeys(valid))), outcomes
+            session, ctx, header, StoreAclChange(additions=tuple(dict.fromkeys(valid))), outcomes
         )
 
 
@@ -429,23 +467,33 @@ class DeleteAclsHandler(ApiHandler):
                 body([(ErrorCode.security_disabled, NO_AUTHORIZER, ())] * len(filters)),
             )
             return
-        matches, doomed = ctx.policy.authorizer.match_filters(filters)
+        wide = _wide(filters)
 
-        def results(failure: AclStoreFailure | None) -> KioBody:
-            out: list[tuple[ErrorCode, str | None, Sequence[AclBinding]]] = []
-            for m in matches:
-                if isinstance(m, InvalidAclError):
-                    out.append((ErrorCode.invalid_request, m.message, ()))
-                elif failure is not None and m:
-                    out.append((*_store_error(failure), ()))
-                else:
-                    out.append((ErrorCode.none, None, m))
-            return body(out)
+        def matched(found: FilterMatches) -> None:
+            matches, doomed = found
 
-        if not doomed:
-            answer(session, header, results(None))
-            return
-        _respond_later(session, header, StoreAclChange(removals=tuple(doomed)), results)
+            def results(failure: AclStoreFailure | None) -> KioBody:
+                out: list[tuple[ErrorCode, str | None, Sequence[AclBinding]]] = []
+                for m in matches:
+                    if isinstance(m, InvalidAclError):
+                        out.append((ErrorCode.invalid_request, m.message, ()))
+                    elif failure is not None and m:
+                        out.append((*_store_error(failure), ()))
+                    else:
+                        out.append((ErrorCode.none, None, m))
+                return body(out)
+
+            if not doomed:
+                _answer_built(session, ctx, header, lambda: results(None), wide)
+                return
+            change = StoreAclChange(removals=tuple(doomed))
+            _respond_later(session, ctx, header, change, results, wide)
+
+        match = ctx.policy.authorizer.match_filters
+        if wide:
+            _off_loop(session, ctx, header, lambda: match(filters), matched)
+        else:
+            matched(match(filters))
 
 
 def denied_creation(mod: ModuleType) -> KioBody:

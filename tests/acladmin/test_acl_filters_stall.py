@@ -80,24 +80,30 @@ def test_thousand_filters_over_twenty_thousand_acls(tansu, proxy_factory, tmp_pa
     assert AclBinding.from_dict(acl_entry(1)) in proxy.server.authorizer.acls()
 
 
-def test_describe_all_is_answered_off_the_event_loop(
+def test_wide_filters_are_served_off_the_event_loop(
     tansu, proxy_factory, tmp_path, monkeypatch
 ) -> None:
     """A filter without a resource name can match every ACL (210,000: seconds of CPU to match,
-    build and encode): it is answered from a worker thread, and the answer is still exact, in
-    KRaft's listing order."""
+    build and encode): DescribeAcls and DeleteAcls with one are matched in a worker thread, and
+    the answers are still exact, in KRaft's listing order."""
     count = 2_000
     acl_file = tmp_path / "acls.json"
     write_acls(acl_file, count)
-    threads: list[threading.Thread] = []
-    original = Authorizer.acls
+    listed: list[threading.Thread] = []  # who read the whole listing for a request
+    compared: set[threading.Thread] = set()  # who compared a filter with an ACL
+    acls, matches = Authorizer.acls, AclBindingFilter.matches
 
-    def acls(self: Authorizer, filter: AclBindingFilter | None = None) -> list[AclBinding]:
+    def listing(self: Authorizer, filter: AclBindingFilter | None = None) -> list[AclBinding]:
         if filter is not None:  # a request's filter (the store's fingerprint passes none)
-            threads.append(threading.current_thread())
-        return original(self, filter)
+            listed.append(threading.current_thread())
+        return acls(self, filter)
 
-    monkeypatch.setattr(Authorizer, "acls", acls)
+    def comparing(self: AclBindingFilter, binding: AclBinding) -> bool:
+        compared.add(threading.current_thread())
+        return matches(self, binding)
+
+    monkeypatch.setattr(Authorizer, "acls", listing)
+    monkeypatch.setattr(AclBindingFilter, "matches", comparing)
     proxy = proxy_factory(
         tansu.bootstrap,
         acl_file=acl_file,
@@ -105,10 +111,23 @@ def test_describe_all_is_answered_off_the_event_loop(
         allow_everyone_if_no_acl_found=False,
     )
     everything = request_entity(DESCRIBE_ACLS, 3, **filter_fields(None, ANY, ANY))
+    of_u7 = {**filter_fields(None, ANY, ANY), "principal_filter": "User:u7"}
+    u7 = sorted((i for i in range(count) if i % 100 == 7), key=str, reverse=True)
     with RawClient(proxy.bootstrap, timeout=60) as admin:
-        response = admin.request(everything)
-    assert response.error_code == 0
-    assert [(r.resource_name, [a.principal for a in r.acls]) for r in response.resources] == [
+        described = admin.request(everything)
+        described_u7 = admin.request(request_entity(DESCRIBE_ACLS, 3, **of_u7))
+        mod = module(DELETE_ACLS, 3)
+        deleted = admin.request(
+            request_entity(DELETE_ACLS, 3, filters=(mod.DeleteAclsFilter(**of_u7),))
+        )
+    assert described.error_code == 0
+    assert [(r.resource_name, [a.principal for a in r.acls]) for r in described.resources] == [
         (f"topic-{i}", [f"User:u{i % 100}"]) for i in sorted(range(count), key=str, reverse=True)
     ]
-    assert threads and proxy._thread not in threads, "DescribeAcls ANY read on the event loop"
+    assert [r.resource_name for r in described_u7.resources] == [f"topic-{i}" for i in u7]
+    [result] = deleted.filter_results
+    assert result.error_code == 0
+    assert [m.resource_name for m in result.matching_acls] == [f"topic-{i}" for i in u7]
+    assert proxy.server.authorizer.acl_count() == count - len(u7)
+    assert listed and proxy._thread not in listed, "DescribeAcls ANY read on the event loop"
+    assert compared and proxy._thread not in compared, "a wide filter matched on the event loop"
