@@ -293,7 +293,9 @@ def _off_loop(
         if isinstance(result, BaseException):
             session.internal_error(api_name(header.api_key), result)
         elif isinstance(result, Busy):
-            session.fail(f"{api_name(header.api_key)} not answered: the workers are busy", "busy")
+            session.fail(
+                f"{api_name(header.api_key)} not answered: the workers are busy", "acl_admin_busy"
+            )
         else:
             then(cast(T, result))
 
