@@ -179,8 +179,6 @@ class ApiHandler:
     """One row of the API table. Subclasses implement `handle`; `describe` feeds the docs."""
 
     granularity = "whole"
-    #: the request body is decoded before `handle` (False: `handle` gets None, see `Whole`)
-    decode = True
 
     def handle(
         self,
@@ -250,17 +248,6 @@ class Whole(ApiHandler):
     checks: tuple[Check, ...]
     aliases: Aliases | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
-    #: False where the checks read nothing of the request (cluster checks) and the denied
-    #: answer has nothing of it either: the request is forwarded or answered undecoded, so
-    #: its entries cost no loop time (issue 20); tests/protocol/test_request_limits.py
-    #: checks the answer is the one a decoded request gets
-    decode: bool = True
-
-    def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
-        if self.decode:
-            super().__call__(session, header, frame)
-        else:
-            self.dispatch(session, session.context, header, frame, None)
 
     def handle(
         self,

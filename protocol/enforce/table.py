@@ -251,7 +251,7 @@ TABLE: dict[ApiKey, Row] = {
         note="denied: every partition of every (dir, topic) 31",
     ),
     ApiKey.DESCRIBE_LOG_DIRS: Row(
-        (1, 5), Whole((cluster(Op.DESCRIBE),), overrides={"results": ()}, decode=False)
+        (1, 5), Whole((cluster(Op.DESCRIBE),), overrides={"results": ()})
     ),
     ApiKey.CREATE_PARTITIONS: Row((0, 3), CreatePartitionsHandler()),
     ApiKey.DELETE_GROUPS: Row(
@@ -299,9 +299,7 @@ TABLE: dict[ApiKey, Row] = {
         note="group denied: top-level 30, no topics; every topic denied: still forwarded (empty) "
         "for the group's own errors, as Kafka asks the coordinator",
     ),
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: Row(
-        (0, 1), Whole((cluster(Op.DESCRIBE_CONFIGS),), decode=False)
-    ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: Row((0, 1), Whole((cluster(Op.DESCRIBE_CONFIGS),))),
     ApiKey.ALTER_CLIENT_QUOTAS: Row((0, 1), Whole((cluster(Op.ALTER_CONFIGS),))),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Row(
         (0, 0),
@@ -314,7 +312,7 @@ TABLE: dict[ApiKey, Row] = {
         WholeBuilt((cluster(Op.ALTER),), builder=alter_user_scram_credentials_error),
         note="denied: one result per distinct user (deletions and upsertions), sorted, 31",
     ),
-    ApiKey.UPDATE_FEATURES: Row((0, 2), Whole((cluster(Op.ALTER),), decode=False)),
+    ApiKey.UPDATE_FEATURES: Row((0, 2), Whole((cluster(Op.ALTER),))),
     ApiKey.DESCRIBE_CLUSTER: Row((0, 2), DescribeClusterHandler()),
     ApiKey.DESCRIBE_PRODUCERS: Row(
         (0, 0),
@@ -322,7 +320,7 @@ TABLE: dict[ApiKey, Row] = {
         note="an invalid topic name that is denied gets 29; Kafka checks the name first "
         "(INVALID_TOPIC_EXCEPTION, 17)",
     ),
-    ApiKey.UNREGISTER_BROKER: Row((0, 0), Whole((cluster(Op.ALTER),), decode=False)),
+    ApiKey.UNREGISTER_BROKER: Row((0, 0), Whole((cluster(Op.ALTER),))),
     ApiKey.DESCRIBE_TRANSACTIONS: Row((0, 0), DescribeTransactionsHandler()),
     ApiKey.LIST_TRANSACTIONS: Row((0, 2), ListTransactionsHandler()),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Row((0, 1), ConsumerGroupHeartbeatHandler()),
@@ -333,7 +331,7 @@ TABLE: dict[ApiKey, Row] = {
     ApiKey.PUSH_TELEMETRY: Row((0, 0), Unchecked(why="client telemetry, not authorized by Kafka")),
     ApiKey.LIST_CONFIG_RESOURCES: Row(
         (0, 0),
-        Whole((cluster(Op.DESCRIBE_CONFIGS),), decode=False),
+        Whole((cluster(Op.DESCRIBE_CONFIGS),)),
         note="v1 (ListConfigResources, KIP-1142) can list topic and group names; its checks are "
         "not in aclgate's API table yet (fail closed)",
     ),
@@ -484,7 +482,7 @@ def render_docs() -> str:
         row = TABLE[key]
         lo, hi = row.versions
         checks = row.handler.describe()
-        if row.header_check is not None or not row.handler.decode:
+        if row.header_check is not None:
             checks += "; the cluster check is decided from the request header, before any entry"
         limit = MAX_REQUEST_BYTES.get(key)
         size = f"{limit // MiB} MiB" if limit else "`--max-frame-bytes`"

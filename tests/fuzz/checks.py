@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from aclgate.protocol.codec import decode_request
+from aclgate.protocol.enforce.table import TABLE
 from aclgate.protocol.header import parse_request_header
 from aclgate.proxy.ratelimit import LIMITED_LEVEL
 
@@ -47,10 +48,21 @@ def sent_frames(outcome: Outcome) -> list[bytes]:
     return split_frames(outcome.case.data[: outcome.sent])[0]
 
 
-def stop_index(parsed: Sequence[Parsed], advertised: Mapping[int, tuple[int, int]]) -> int:
+#: APIs whose cluster check is decided on the header: a denied one is answered without its
+#: body being read, parsable or not (docs/design.md, "Per-API request size limits")
+DECIDED_ON_HEADER = frozenset(int(k) for k, row in TABLE.items() if row.header_check is not None)
+
+
+def stop_index(
+    parsed: Sequence[Parsed],
+    advertised: Mapping[int, tuple[int, int]],
+    cluster_denied: bool = False,
+) -> int:
     """Index of the first frame the proxy must close the connection on; frames from there on
     can never be forwarded. An ApiVersions newer than the proxy parses is answered
-    UNSUPPORTED_VERSION and the connection goes on (KIP-511)."""
+    UNSUPPORTED_VERSION and the connection goes on (KIP-511); with `cluster_denied` (the
+    target's principal has no right on the cluster), so is a DECIDED_ON_HEADER request
+    whose body does not parse, answered CLUSTER_AUTHORIZATION_FAILED unread."""
     for i, p in enumerate(parsed):
         if p.error is None:
             low, high = advertised.get(p.api_key, (1, 0))
@@ -58,6 +70,10 @@ def stop_index(parsed: Sequence[Parsed], advertised: Mapping[int, tuple[int, int
                 continue
         elif p.api_key == API_VERSIONS and p.error.startswith("unsupported api_key=18"):
             continue
+        elif cluster_denied and p.api_key in DECIDED_ON_HEADER and p.error.startswith("body:"):
+            low, high = advertised.get(p.api_key, (1, 0))
+            if low <= (p.api_version or 0) <= high:
+                continue
         return i
     return len(parsed)
 
@@ -142,7 +158,9 @@ def check_upstream(
     for outcome in outcomes:
         raw = sent_frames(outcome)
         parsed = [parse(f) for f in raw]
-        stop = stop_index(parsed, advertised[outcome.case.target])
+        target = outcome.case.target
+        # the targets with ACLs grant nothing on the cluster (tests/fuzz/test_tcp_fuzz.py)
+        stop = stop_index(parsed, advertised[target], target in (allowed_names or {}))
         for i, (frame, p) in enumerate(zip(raw, parsed, strict=True)):
             if p.api_key is not None:
                 registry[p.ids].append(Sent(outcome, i, frame, stop))

@@ -99,6 +99,17 @@ def test_stop_index_allows_only_advertised_parsable_frames():
     assert stop_index([good, unadvertised, good], ADVERTISED) == 1
 
 
+def test_stop_index_lets_a_denied_acl_change_go_on_unread():
+    """CreateAcls' ALTER CLUSTER is decided on the header: denied, an unparsable body is
+    answered unread and the connection goes on; allowed, it is closed as Kafka closes."""
+    good = parse(_frame(3, 12, 1))
+    broken = parse(_frame(30, 3, 2)[:-1] + b"\x05")  # 5 tagged fields, none there
+    assert broken.error is not None and broken.error.startswith("body:"), broken
+    advertised = {**ADVERTISED, 30: (0, 3)}
+    assert stop_index([good, broken, good], advertised, cluster_denied=True) == 3
+    assert stop_index([good, broken, good], advertised) == 1
+
+
 def test_frames_after_a_refused_one_must_not_be_forwarded():
     first, bad, after = _frame(3, 12, 1), _frame(3, 12, 2)[:-3], _frame(3, 12, 3)
     bad = bad[:0] + (len(bad) - 4).to_bytes(4, "big") + bad[4:]

@@ -92,6 +92,7 @@ def test_acls(proxy_factory, upstream, runner, settings, tmp_path):
     # ALLOWs): nothing else may be named in what reaches the cluster
     bindings = PROFILES["partial"]
     assert all(b.pattern_type.name == "LITERAL" for b in bindings)
+    assert all(b.resource_type.name != "CLUSTER" for b in bindings)  # checks.stop_index
     allowed = {"acls": {b.resource_name for b in bindings}}
     _plaintext("acls", proxy, upstream, runner, settings, allowed_names=allowed)
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from typing import Any
 
@@ -29,23 +28,18 @@ from aclgate.authz.model import (
 from aclgate.protocol import codec
 from aclgate.protocol.enforce import base
 from aclgate.protocol.enforce.acls import DENIED_MESSAGE, ZERO_THROTTLE
-from aclgate.protocol.enforce.base import Whole, error_body
-from aclgate.protocol.enforce.build import _entity_item, _field_info, _unwrap_optional
 from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.table import (
     MAX_REQUEST_BYTES,
-    TABLE,
     advertised_versions,
     handlers,
     request_limits,
 )
 from aclgate.protocol.framing import FrameSplitter, FrameTooLarge
-from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, SessionConfig
-from aclgate.protocol.versions import request_class, response_class, response_module
+from aclgate.protocol.versions import response_class, response_module
 from aclgate.proxy.config import ConfigError, parse_request_limit
 from tests.fixtures.rawclient import module, request_entity
-from tests.fixtures.scripted_broker import _defaults
 from tests.protocol.test_session import FakeIO
 
 MiB = 1 << 20
@@ -236,71 +230,3 @@ def test_max_request_bytes_flag(text, parsed):
 def test_max_request_bytes_flag_refuses_nonsense(text):
     with pytest.raises(ConfigError):
         parse_request_limit(text)
-
-
-# ------------------------------------------------- whole-request cluster checks, undecoded
-
-UNDECODED = [key for key, row in TABLE.items() if not row.handler.decode]
-
-
-def filled(cls: type) -> Any:
-    """An entity of `cls` whose every array holds one entry, itself filled, and whose
-    strings are "x": what a denied answer could mirror of a request."""
-    changes: dict[str, Any] = {}
-    for name, tp, meta, _default in _field_info(cls):
-        item = _entity_item(_unwrap_optional(tp)[0])
-        if item is not None:
-            changes[name] = (filled(item),)
-        elif meta.get("kafka_type") == "string":
-            changes[name] = "x"
-    return dataclasses.replace(_defaults(cls), **changes)
-
-
-def test_the_undecoded_apis_are_the_count_free_cluster_checks():
-    assert {k.name for k in UNDECODED} == {
-        "DESCRIBE_LOG_DIRS",
-        "DESCRIBE_CLIENT_QUOTAS",
-        "UPDATE_FEATURES",
-        "UNREGISTER_BROKER",
-        "LIST_CONFIG_RESOURCES",
-    }
-
-
-@pytest.mark.parametrize("api_key", UNDECODED, ids=[k.name for k in UNDECODED])
-def test_undecoded_denial_is_the_answer_a_decoded_request_gets(api_key):
-    """Kafka-exact: the denied answer built from no request equals the one built from a
-    request with entries, at every version the row serves."""
-    handler = TABLE[api_key].handler
-    assert isinstance(handler, Whole)
-    assert all(c.resource_type == ResourceType.CLUSTER and c.when is None for c in handler.checks)
-    lo, hi = TABLE[api_key].versions
-    for version in range(lo, hi + 1):
-        header = RequestHeader(int(api_key), version, 1, None, False, 0)
-        request = filled(request_class(int(api_key), version))
-        code = ErrorCode.cluster_authorization_failed
-        assert error_body(header, request, code, handler.aliases, **handler.overrides) == (
-            error_body(header, None, code, handler.aliases, **handler.overrides)
-        )
-
-
-def describe_log_dirs(topics: int) -> bytes:
-    m = module(35, 4)
-    entry = m.DescribableLogDirTopic(topic="t" * 20, partitions=tuple(range(20)))
-    return codec.encode_request(7, request_entity(35, 4, topics=(entry,) * topics))
-
-
-def test_denied_describe_log_dirs_is_answered_undecoded(decodes):
-    session, io = _session([])
-    session.client_data(describe_log_dirs(5_000))  # 5,000 topics x 20 partitions
-    assert decodes == []  # before: decoded, 100,000 partitions, then the check
-    body = codec.decode_response(bytes(io.client), 35, 4)
-    assert body.error_code == ErrorCode.cluster_authorization_failed and body.results == ()
-
-
-def test_allowed_describe_log_dirs_is_forwarded_undecoded(decodes):
-    describe = AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL,
-                          "User:ANONYMOUS", "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW)  # fmt: skip
-    session, io = _session([describe])
-    frame = describe_log_dirs(50)
-    session.client_data(frame)
-    assert decodes == [] and bytes(io.upstream) == frame and io.client == b""
