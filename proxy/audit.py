@@ -8,12 +8,13 @@ aggregated the same way (counted in aclgate_audit_denied_aggregated_total) but w
 next tick, within a second: a storm costs little, and every denial is in the trail, as a line
 of its own or in the `count` of an aggregated line.
 
-Both aggregations are bounded, whatever the clients send: at most `max_keys` keys and
-`max_key_bytes` bytes of the strings clients choose (principal, host, client id, resource
-name; each already cut to protocol/bounds.py's length by DecisionRecorder). A decision that
-would pass a bound first has the aggregation written out early (counted in
-aclgate_audit_aggregation_overflow_total), so nothing leaves the trail; a written aggregation
-is dropped whole, its memory returned.
+Client-chosen strings (principal, client id, resource name) are cut to protocol/bounds.py's
+lengths in every decision line and key, when a line is written or a key is new to its
+aggregation: counting a known key costs what it did before. Both aggregations are bounded,
+whatever the clients send: at most `max_keys` keys and `max_key_bytes` bytes of those strings
+(and the host). A decision that would pass a bound first has the aggregation written out
+early (counted in aclgate_audit_aggregation_overflow_total), so nothing leaves the trail; a
+written aggregation is dropped whole, its memory returned.
 
 Each line is built once and handed to every sink (proxy/auditsink.py): the file
 (proxy/auditfile.py, rotated by size) and/or the Kafka topic (proxy/auditkafka.py).
@@ -32,6 +33,7 @@ from typing import Any
 
 from aclgate.authz.decision import Decision
 from aclgate.authz.model import AclBinding
+from aclgate.protocol.bounds import CLIENT_ID, PRINCIPAL, RESOURCE_NAME, bounded, bounded_or_none
 from aclgate.proxy.auditfile import AuditFile
 from aclgate.proxy.auditsink import AuditSink
 
@@ -43,15 +45,21 @@ def iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class _Aggregation:
-    """Identical decisions counted under one key, `[first, last, count]`, until written; and
-    the bytes of the client-chosen strings its keys hold (for AuditLog's bound)."""
+#: the AuditLog attribute holding each aggregation (key -> [first, last, count]), by `urgent`
+_AGGREGATION = {False: "_allowed", True: "_denied"}
+#: where a decision key holds the strings clients choose
+_PRINCIPAL, _HOST, _CLIENT_ID, _NAME = 1, 2, 3, 9
 
-    __slots__ = ("entries", "key_bytes")
 
-    def __init__(self) -> None:
-        self.entries: dict[tuple, list] = {}
-        self.key_bytes = 0
+def _cut(key: tuple) -> tuple:
+    """`key` with its principal, client id and resource name cut to protocol/bounds.py's
+    lengths; `key` itself when nothing had to be cut."""
+    principal = bounded(key[_PRINCIPAL], PRINCIPAL)
+    client_id = bounded_or_none(key[_CLIENT_ID], CLIENT_ID)
+    name = bounded(key[_NAME], RESOURCE_NAME)
+    if principal is key[_PRINCIPAL] and client_id is key[_CLIENT_ID] and name is key[_NAME]:
+        return key
+    return (key[0], principal, key[_HOST], client_id, *key[4:_NAME], name, *key[_NAME + 1 :])
 
 
 class AuditLog:
@@ -79,9 +87,13 @@ class AuditLog:
         self.clock = clock
         self.max_keys = max_keys
         self.max_key_bytes = max_key_bytes
-        #: by `urgent`: the allowed decisions of the window (False), and the denials past the
-        #: per-second limit (True), written at the next tick rather than the window's end
-        self._aggregations = {False: _Aggregation(), True: _Aggregation()}
+        #: the allowed decisions of the window (plain dicts: counting a known key costs what it
+        #: did before the bound)
+        self._allowed: dict[tuple, list] = {}
+        #: denials past the per-second limit: written at the next tick, not the window's end
+        self._denied: dict[tuple, list] = {}
+        #: by `urgent`: bytes of the client-chosen strings the aggregation's keys hold
+        self._key_bytes = {False: 0, True: 0}
         self._window_start = clock()
         self._second = int(clock())
         self._denied_this_second = 0
@@ -117,7 +129,10 @@ class AuditLog:
         now = self.clock()
         key = (listener, principal, host, client_id, api, api_key, api_version, operation,
                resource_type, resource_name, decision, enforced)  # fmt: skip
-        if not decision.allowed:
+        if decision.allowed:
+            aggregates = self._allowed
+        else:
+            key = _cut(key)
             second = int(now)
             if second != self._second:
                 self._second, self._denied_this_second = second, 0
@@ -128,28 +143,34 @@ class AuditLog:
                 self._write(self._event(key, now, None, 1), urgent=True)
                 return
             self.denied_aggregated += 1
-        urgent = not decision.allowed
-        aggregation = self._aggregations[urgent]
-        entry = aggregation.entries.get(key)
+            aggregates = self._denied
+        entry = aggregates.get(key)
+        if entry is None:
+            self._add(not decision.allowed, key, now)
+        else:
+            entry[1] = now
+            entry[2] += 1
+
+    def _add(self, urgent: bool, key: tuple, now: float) -> None:
+        """A key new to its aggregation: cut (it may then be one the aggregation holds), and
+        added, the aggregation written out first if the key would take it past its bound."""
+        key = _cut(key)
+        aggregates: dict[tuple, list] = getattr(self, _AGGREGATION[urgent])
+        entry = aggregates.get(key)
         if entry is not None:
             entry[1] = now
             entry[2] += 1
             return
-        size = sum(map(sys.getsizeof, (principal, host, client_id, resource_name)))
-        if (
-            len(aggregation.entries) >= self.max_keys
-            or aggregation.key_bytes + size > self.max_key_bytes
-        ):
+        size = sum(sys.getsizeof(key[i]) for i in (_PRINCIPAL, _HOST, _CLIENT_ID, _NAME))
+        if len(aggregates) >= self.max_keys or self._key_bytes[urgent] + size > self.max_key_bytes:
             self.aggregation_overflows += 1
-            self._flush(urgent)
-            aggregation = self._aggregations[urgent]
-        aggregation.entries[key] = [now, now, 1]
-        aggregation.key_bytes += size
+            aggregates = self._flush(urgent)
+        aggregates[key] = [now, now, 1]
+        self._key_bytes[urgent] += size
 
     def held(self) -> tuple[int, int]:
         """(keys, bytes of their client-chosen strings) the aggregations hold now."""
-        held = self._aggregations.values()
-        return sum(len(a.entries) for a in held), sum(a.key_bytes for a in held)
+        return len(self._allowed) + len(self._denied), sum(self._key_bytes.values())
 
     def record_acl_change(
         self,
@@ -191,7 +212,7 @@ class AuditLog:
         """Write the aggregated denials, and the aggregated lines of a finished window
         (called about once a second)."""
         now = self.clock()
-        if self._aggregations[True].entries:
+        if self._denied:
             self._flush(urgent=True)
         if now - self._window_start >= self.window:
             self.flush_aggregates()
@@ -203,15 +224,19 @@ class AuditLog:
         self._flush(urgent=True)
         self._flush(urgent=False)
 
-    def _flush(self, urgent: bool) -> None:
-        """Write one aggregation and start a new one (a new dict: the written one's memory
-        goes back whole, not kept at its high-water size)."""
-        aggregation, self._aggregations[urgent] = self._aggregations[urgent], _Aggregation()
-        last_key = next(reversed(aggregation.entries), None)
-        for key, (first, last, count) in aggregation.entries.items():
+    def _flush(self, urgent: bool) -> dict[tuple, list]:
+        """Write one aggregation and return the new one in its place (a new dict: the written
+        one's memory goes back whole, not kept at its high-water size)."""
+        aggregates: dict[tuple, list] = getattr(self, _AGGREGATION[urgent])
+        fresh: dict[tuple, list] = {}
+        setattr(self, _AGGREGATION[urgent], fresh)
+        self._key_bytes[urgent] = 0
+        last_key = next(reversed(aggregates), None)
+        for key, (first, last, count) in aggregates.items():
             # urgent lines reach the OS together, once, after the last of them
             event = self._event(key, last, first if count > 1 else None, count)
             self._write(event, urgent and key is last_key)
+        return fresh
 
     def _event(self, key: tuple, ts: float, ts_first: float | None, count: int) -> dict[str, Any]:
         (listener, principal, host, client_id, api, api_key, api_version, operation, resource_type,

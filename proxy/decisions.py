@@ -212,40 +212,32 @@ class DecisionRecorder:
         key = (header.api_key, operation, resource_type, decision.allowed, enforced)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
-        # what is logged, audited and kept in keys is cut (protocol/bounds.py); the client id
-        # already is (protocol/header.py)
-        principal = ctx.principal
-        if len(resource_name) > RESOURCE_NAME or len(principal) > PRINCIPAL:  # rare
-            principal = bounded(principal, PRINCIPAL)
-            resource_name = bounded(resource_name, RESOURCE_NAME)
         # Kafka's levels (docs/audit.md, "The authorizer log line"): allowed at DEBUG, denied
         # at INFO if logIfDenied, else not at all
         level = logging.DEBUG if decision.allowed else (logging.INFO if log_if_denied else 0)
-        if (
-            level
-            and authorizer_log.isEnabledFor(level)
-            and (
-                decision.allowed
-                or self.denial_log.admit(
-                    (principal, operation, resource_type, resource_name, header.api_key)
+        if level and authorizer_log.isEnabledFor(level):
+            # the line and the rate limit's keys get cut strings (protocol/bounds.py); the
+            # client id already is (protocol/header.py), the audit log cuts its own
+            principal = bounded(ctx.principal, PRINCIPAL)
+            name = bounded(resource_name, RESOURCE_NAME)
+            if decision.allowed or self.denial_log.admit(
+                (principal, operation, resource_type, name, header.api_key)
+            ):
+                line = kafka_log_line(
+                    principal,
+                    ctx.host,
+                    operation,
+                    resource_type,
+                    name,
+                    api_name(header.api_key),
+                    ref_count,
+                    decision,
                 )
-            )
-        ):
-            line = kafka_log_line(
-                principal,
-                ctx.host,
-                operation,
-                resource_type,
-                resource_name,
-                api_name(header.api_key),
-                ref_count,
-                decision,
-            )
-            authorizer_log.log(level, line if enforced else line + " (dry-run: not enforced)")
+                authorizer_log.log(level, line if enforced else line + " (dry-run: not enforced)")
         if self.audit is not None and (decision.allowed or log_if_denied):
             self.audit.record(
                 ctx.listener,
-                principal,
+                ctx.principal,
                 ctx.host,
                 header.client_id,
                 api_name(header.api_key),

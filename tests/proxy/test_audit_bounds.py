@@ -91,6 +91,24 @@ def test_a_flood_of_distinct_denied_names_holds_bounded_keys(tmp_path):
     assert max(len(e["resource_name"]) for e in events) == bounds.RESOURCE_NAME
 
 
+def test_the_audit_log_cuts_what_it_is_given_and_counts_a_cut_key_as_one(tmp_path):
+    """Principal, client id and resource name are cut in the line; the same long decision
+    twice is one key (a known cut key is found again, not added twice)."""
+    log = AuditLog(tmp_path / "audit.jsonl", "p", window=10, clock=Clock())
+    principal, cid, name = "User:" + "p" * 5000, "c" * 5000, "n" * 5000
+    for decision in (NO_ACL_ALLOW, NO_ACL_ALLOW, DEFAULT_DENY):
+        log.record("PLAINTEXT", principal, "10.0.0.1", cid, "Metadata", 3, 4, "DESCRIBE",
+                   "TOPIC", name, decision, True)  # fmt: skip
+    assert log.held()[0] == 1
+    log.close()
+    denied, allowed = lines(log.path)
+    assert allowed["count"] == 2 and denied["count"] == 1
+    for event in (denied, allowed):
+        assert event["principal"] == bounds.bounded(principal, bounds.PRINCIPAL)
+        assert event["client_id"] == bounds.bounded(cid, bounds.CLIENT_ID)
+        assert event["resource_name"] == bounds.bounded(name, bounds.RESOURCE_NAME)
+
+
 def test_the_denial_log_line_and_its_rate_limit_key_carry_the_cut_name(caplog):
     caplog.set_level(logging.INFO, logger="aclgate.authorizer")
     rec = DecisionRecorder({}, None)
