@@ -30,6 +30,7 @@ SECONDS = {
     "tests/aclstore/test_kafka_store.py": 48,
     "tests/aclstore/test_kafka_store_faults.py": 44,
     "tests/pipeline/test_stream.py": 42,
+    "tests/stall/test_loop_stall.py": 45,
     "tests/proxy/test_clients.py": 40,
     "tests/proxy/test_workers.py": 34,
     "tests/pipeline/test_acl_redundancy.py": 34,
