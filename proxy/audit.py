@@ -74,8 +74,8 @@ class AuditLog:
         compress: bool = True,
         clock=time.time,
         sinks: Sequence[AuditSink] = (),
-        max_keys: int = 10_000,
-        max_key_bytes: int = 4 * 1024 * 1024,
+        max_keys: int = 2_000,
+        max_key_bytes: int = 2 * 1024 * 1024,
     ):
         """`path`: the audit file (None: no file); `sinks`: more sinks (the Kafka topic);
         `max_keys`, `max_key_bytes`: the bound of each aggregation (module docstring)."""
