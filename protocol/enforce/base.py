@@ -33,7 +33,7 @@ from aclgate.protocol.codec import (
     framed,
 )
 from aclgate.protocol.effects import LookUpTopicIds
-from aclgate.protocol.enforce.build import Aliases, build
+from aclgate.protocol.enforce.build import NAME_MARK, Aliases, NamedEntry, build
 from aclgate.protocol.enforce.context import AuthContext, NotReady
 from aclgate.protocol.enforce.topics import NeedTopicIds
 from aclgate.protocol.framing import Frame
@@ -397,6 +397,11 @@ class PerEntry(ApiHandler):
         if not denied and not unknown:
             forward(session, header, frame)
             return
+        if not allowed and not unknown and not self.forward_empty:
+            answered = self.denied_answer(header, request, denied)
+            if answered is not None:
+                session.respond(header, answered)
+                return
         errors = tuple(self.error_entry(header, e) for e in denied)
         errors += tuple(self.error_entry(header, e, ErrorCode.unknown_topic_id) for e in unknown)
         if not allowed and not self.forward_empty:
@@ -410,6 +415,33 @@ class PerEntry(ApiHandler):
             reencode_request(frame, header, stripped),
             WithState(merge_rewriter, (self.response_array, errors)),
         )
+
+    def denied_answer(
+        self, header: RequestHeader, request: KioBody, denied: list[KioBody]
+    ) -> bytes | None:
+        """The answer to a request whose every entry is denied, its entries rendered as bytes
+        from one `NamedEntry` per shape (the entry's fields but its name): the bytes kio
+        would encode, some 20 times faster (issue 20). None: entries without a plain name."""
+        shapes: dict[tuple[Any, ...], NamedEntry] = {}
+        items: list[bytes] = []
+        code = DENIED_CODE[self.resource_type]
+        marked: KioBody | None = None
+        for entry in denied:
+            name = getattr(entry, "name", None)
+            if not isinstance(name, str) or isinstance(entry, type):
+                return None  # plain names (DeleteGroups), or entries named by id
+            shape = _shape(entry)
+            template = shapes.get(shape)
+            if template is None:
+                marked = self.error_entry(header, dataclasses.replace(entry, name=NAME_MARK), code)
+                template = shapes[shape] = NamedEntry(marked)
+            items.append(template.render(name))
+        if marked is None or not next(iter(shapes.values())).echoes:
+            return None  # an answer that does not name its entries: the marker is not unique
+        empty = dataclasses.replace(request, **{self.array: ()})  # not mirrored again
+        body = error_body(header, empty, ErrorCode.none, self.aliases)
+        one = dataclasses.replace(body, **{self.response_array: (marked,)})
+        return spliced_answer(header.correlation_id, one, marked, len(items), b"".join(items))
 
     def describe(self) -> str:
         pre = ", then ".join(c.describe() for c in self.pre)
@@ -469,13 +501,20 @@ class HeaderCheck:
 def repeated_answer(correlation_id: int, one: KioBody, entry: KioBody, count: int) -> bytes:
     """The framed answer `one`, whose only array holds `entry` once, with that array holding
     `count` copies of it instead: bytes repeated, no `count` objects built or encoded."""
+    return spliced_answer(correlation_id, one, entry, count, encode_entity(entry) * count)
+
+
+def spliced_answer(
+    correlation_id: int, one: KioBody, entry: KioBody, count: int, items: bytes
+) -> bytes:
+    """The framed answer `one`, whose array holds `entry` once (an entry found nowhere
+    else in it), with that array holding the `count` encoded entries `items` instead."""
     flexible = type(one).__flexible__
     whole = encode_response(correlation_id, one)
-    item = encode_entity(entry)
-    marker = length_prefix(1, flexible) + item
+    marker = length_prefix(1, flexible) + encode_entity(entry)
     at = whole.index(marker, 4)
     return frame_with_size(
-        whole[4:at] + length_prefix(count, flexible) + item * count + whole[at + len(marker) :]
+        whole[4:at] + length_prefix(count, flexible) + items + whole[at + len(marker) :]
     )
 
 
@@ -501,6 +540,21 @@ class DecidedOnHeader:
             self.handler(session, header, frame)
         else:
             session.respond(header, self.check.denied_answer(header, frame))
+
+
+#: entry class -> its fields but `name`
+_OTHER_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _shape(entry: KioBody) -> tuple[Any, ...]:
+    """An entry's fields but its name: entries of one shape answer alike but for the name."""
+    cls = type(entry)
+    others = _OTHER_FIELDS.get(cls)
+    if others is None:
+        others = _OTHER_FIELDS[cls] = tuple(
+            f.name for f in dataclasses.fields(entry) if f.name != "name"
+        )
+    return tuple(getattr(entry, f) for f in others)
 
 
 def _array_item(cls: type, array: str) -> type:

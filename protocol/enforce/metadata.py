@@ -44,11 +44,16 @@ from aclgate.protocol.codec import (
     MalformedResponse,
     decode_request,
     encode_entity,
-    encode_response,
 )
 from aclgate.protocol.effects import AutoCreateTopics
-from aclgate.protocol.enforce.base import ApiHandler, KioBody, forward, reencode_request
-from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.base import (
+    ApiHandler,
+    KioBody,
+    forward,
+    reencode_request,
+    spliced_answer,
+)
+from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
 from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext, ClusterView, NotReady
 from aclgate.protocol.enforce.peek import peek_metadata
 from aclgate.protocol.enforce.topics import ZERO, resolve
@@ -72,7 +77,7 @@ class _Plan:
 
     header: RequestHeader
     all_topics: bool
-    errors: list[KioBody]  # pre-built MetadataResponseTopic errors to append
+    errors: list[bytes]  # encoded MetadataResponseTopic errors to append
     creatable_unknown_to_29: set[str]  # topics that may not be created: map 3 -> 29
     topic_ops: bool
     cluster_ops: bool
@@ -219,6 +224,8 @@ class MetadataHandler(ApiHandler):
             for n, rack in sorted(view.racks.items())
         ]
         brokers = advertised_brokers(tuple(known), _NoLearn(session.config.brokers))
+        # one marked entry, replaced by the encoded errors (`spliced_answer`)
+        marked = _topic_error_entity(mod, ErrorCode.topic_authorization_failed, NAME_MARK, None)
         body = build(
             response_class(header.api_key, v),
             ErrorCode.none,
@@ -228,13 +235,16 @@ class MetadataHandler(ApiHandler):
                 "brokers": brokers,
                 "cluster_id": view.cluster_id,
                 "controller_id": view.controller_id,
-                "topics": tuple(plan.errors),
+                "topics": (marked,),
                 "cluster_authorized_operations": self._cluster_ops(ctx, header)
                 if plan.cluster_ops
                 else NOT_REQUESTED,
             },
         )
-        session.respond(header, encode_response(header.correlation_id, body))
+        errors = b"".join(plan.errors)
+        session.respond(
+            header, spliced_answer(header.correlation_id, body, marked, len(plan.errors), errors)
+        )
         return True
 
     @staticmethod
@@ -259,10 +269,25 @@ class _NoLearn:
 
 def _topic_error(
     mod: ModuleType, code: ErrorCode, name: str | None, topic_id: uuid.UUID | None
+) -> bytes:
+    """A denied or unknown topic's entry, encoded; one named by a plain name is rendered as
+    bytes from one template per (version, code), since a request may name tens of thousands
+    of denied topics (issue 20)."""
+    if name is None or name in INTERNAL_TOPICS:
+        return encode_entity(_topic_error_entity(mod, code, name, topic_id))
+    return _named_topic_error(mod, code).render(name)
+
+
+@functools.cache
+def _named_topic_error(mod: ModuleType, code: ErrorCode) -> NamedEntry:
+    return NamedEntry(_topic_error_entity(mod, code, NAME_MARK, None))
+
+
+def _topic_error_entity(
+    mod: ModuleType, code: ErrorCode, name: str | None, topic_id: uuid.UUID | None
 ) -> KioBody:
     """A denied or unknown topic's entry: the shared fields are built once per (version,
-    code) and copied, since `build` inspects the class on every call and a request may name
-    tens of thousands of denied topics (issue 20)."""
+    code) and copied, since `build` inspects the class on every call."""
     cls, shared, own = _topic_error_template(mod, code)
     values = {
         "name": name,
@@ -387,7 +412,7 @@ def _rewrite_answer(
     view.cluster_id = cluster_id
     view.controller_id = controller_id
     view.racks = {b.node_id: getattr(b, "rack", None) for b in brokers}
-    kept.extend(encode_entity(e) for e in plan.errors)
+    kept.extend(plan.errors)
     if plan.cluster_ops and 8 <= v <= 10:
         _I32.pack_into(tail, 0, MetadataHandler._cluster_ops(ctx, plan.header))
     length = length_prefix(len(kept), flexible)
@@ -421,7 +446,7 @@ def _rewrite_topic(
         and topic.error_code == ErrorCode.unknown_topic_or_partition
     ):
         ctx.check(plan.header, CREATE, TOPIC, name)  # audited now that the topic is known missing
-        return encode_entity(_topic_error(mod, ErrorCode.topic_authorization_failed, name, None))
+        return _topic_error(mod, ErrorCode.topic_authorization_failed, name, None)
     # Kafka fills the bitfield on every topic the broker returned, errors included (a missing
     # topic shows what the principal could do with it); only its own authorization-error
     # entries keep "not requested"

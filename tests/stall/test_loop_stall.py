@@ -12,11 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from aclgate.proxy.embedded_broker import TansuBroker
-from bench.loop_stall import KINDS, PROFILES, Profile, measure_within_budget, running
+from bench.loop_stall import (
+    KINDS,
+    PROFILES,
+    InputKind,
+    Profile,
+    measure_within_budget,
+    running,
+)
 
 MEASURED: list[str] = []
 
@@ -46,7 +54,15 @@ def profiles(broker, tmp_path_factory) -> Iterator[dict[str, Profile]]:
         context.__exit__(None, None, None)
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def _param(kind: InputKind) -> Any:
+    """An input known to be over its budget runs as xfail(strict=True): its budget is never
+    raised to pass, and the test fails once the input is within it."""
+    if kind.over_budget is None:
+        return kind
+    return pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason=kind.over_budget))
+
+
+@pytest.mark.parametrize("kind", [_param(k) for k in KINDS], ids=[k.name for k in KINDS])
 def test_input_stalls_other_clients_within_budget(kind, profiles) -> None:
     assert kind.profile in PROFILES
     profile = profiles(kind.profile)

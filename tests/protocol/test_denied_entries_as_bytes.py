@@ -1,0 +1,210 @@
+"""Issue 20: a request whose entries are all denied is answered with its entries rendered as
+bytes, not built and encoded one by one with kio (protocol/enforce/build.py `NamedEntry`).
+
+* The answer is byte for byte the one kio builds entry by entry (the path kept for entries
+  without a plain name), for every version of every per-entry API and for Metadata.
+* A denied request at its 1 MiB limit builds a constant number of kio entries, not one per
+  denied entry (counted by spying on the response entry's class; before: one per entry).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from aclgate.authz.model import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from aclgate.protocol import codec
+from aclgate.protocol.enforce import base, metadata
+from aclgate.protocol.enforce.build import _entity_item, _field_info, _unwrap_optional, build
+from aclgate.protocol.enforce.table import TABLE, request_limits
+from aclgate.protocol.versions import request_class, response_module
+from bench.loop_stall import entries_at_limit, list_offsets_frame, metadata_frame
+from tests.protocol.test_request_limits import _session
+
+#: the per-entry APIs' `pre` resources (groups, transactional ids) allowed, topics denied
+GROUPS_ALLOWED = [
+    AclBinding(
+        rtype,
+        "*",
+        PatternType.LITERAL,
+        "User:ANONYMOUS",
+        "*",
+        AclOperation.ALL,
+        AclPermissionType.ALLOW,
+    )
+    for rtype in (ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID)
+]
+POLICIES = {"nothing allowed": [], "topics denied": GROUPS_ALLOWED}
+NAMES = ("t0", "__consumer_offsets", "t1", "t0", "ünïcode-topic")
+
+
+def _sample(cls: type, name: str | None) -> Any:
+    """An entity of `cls` with two entries in each nested array and `name` as its name."""
+    overrides: dict[str, Any] = {}
+    for field, tp, _meta, _default in _field_info(cls):
+        base_tp, _nullable = _unwrap_optional(tp)
+        item = _entity_item(base_tp)
+        if item is not None:
+            overrides[field] = (_sample(item, None), _sample(item, None))
+        elif typing.get_origin(base_tp) is tuple:
+            (element, *_rest) = typing.get_args(base_tp)
+            if isinstance(element, type) and issubclass(element, int):
+                overrides[field] = (element(0), element(1))
+    if name is not None and any(f == "name" for f, *_ in _field_info(cls)):
+        overrides["name"] = name
+    entity = build(cls, ErrorCode.none, overrides=overrides)
+    # strings of kio's own str types (group ids, member ids) that `build` leaves None
+    unset = {
+        f: "g"
+        for f, tp, *_ in _field_info(cls)
+        if getattr(entity, f) is None and not _unwrap_optional(tp)[1]
+    }
+    return dataclasses.replace(entity, **unset)
+
+
+def _item(api_key: int, version: int, handler: base.PerEntry) -> type | None:
+    """The class of the request's per-entry array (None: plain names)."""
+    array = next(
+        tp for f, tp, *_ in _field_info(request_class(api_key, version)) if f == handler.array
+    )
+    return _entity_item(_unwrap_optional(array)[0])
+
+
+def _cases() -> Iterator[tuple[int, int, base.PerEntry]]:
+    """Every version whose entries are named (by-id versions resolve ids: tests/enforce)."""
+    for key, row in TABLE.items():
+        if isinstance(row.handler, base.PerEntry):
+            for version in range(row.versions[0], row.versions[1] + 1):
+                item = _item(int(key), version, row.handler)
+                if item is None or "name" in {f.name for f in dataclasses.fields(item)}:
+                    yield int(key), version, row.handler
+
+
+def _request(api_key: int, version: int, handler: base.PerEntry) -> bytes:
+    cls = request_class(api_key, version)
+    item = _item(api_key, version, handler)
+    entries = tuple(_sample(item, n) if item is not None else n for n in NAMES)
+    request = dataclasses.replace(_sample(cls, None), **{handler.array: entries})
+    return codec.encode_request(11, request)
+
+
+def _answers(frame: bytes, acls: list[AclBinding], patch: pytest.MonkeyPatch) -> list[bytes]:
+    """(the answer now, the answer of the kio path entry by entry)."""
+    out = []
+    for kio_path in (False, True):
+        with patch.context() as m:
+            if kio_path:
+                m.setattr(base.PerEntry, "denied_answer", lambda *_: None)
+            session, io = _session(acls)
+            session.client_data(frame)
+            assert io.closed is None
+            out.append(bytes(io.client))
+    return out
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize(
+    "api_key,version,handler", list(_cases()), ids=[f"{k}v{v}" for k, v, _ in _cases()]
+)
+def test_denied_per_entry_answer_is_the_one_kio_builds(api_key, version, handler, policy):
+    now, entry_by_entry = _answers(
+        _request(api_key, version, handler), POLICIES[policy], pytest.MonkeyPatch()
+    )
+    assert now == entry_by_entry
+
+
+def _metadata(version: int, names: tuple[str, ...]) -> bytes:
+    from tests.fixtures.rawclient import module, request_entity
+
+    topic = module(3, version).MetadataRequestTopic
+    fields = {"topic_id": None} if version >= 10 else {}
+    topics = tuple(topic(name=n, **fields) for n in names)
+    extra = {"allow_auto_topic_creation": False} if version >= 4 else {}
+    if version >= 8:
+        extra["include_topic_authorized_operations"] = False
+    if 8 <= version <= 10:
+        extra["include_cluster_authorized_operations"] = False
+    return codec.encode_request(11, request_entity(3, version, topics=topics, **extra))
+
+
+@pytest.mark.parametrize("seen", [False, True], ids=["forwarded", "answered alone"])
+@pytest.mark.parametrize("version", range(1, 14))
+def test_denied_metadata_topics_are_the_entries_kio_builds(version, seen, monkeypatch):
+    """Named denied topics, an internal one among them: each entry as `_topic_error_entity`
+    builds and kio encodes it, whether the proxy answers alone (a cluster view) or appends
+    them to the broker's answer (no view yet: an empty request is forwarded)."""
+    session, io = _session([])
+    if seen:
+        session.context.policy.cluster_view.racks = {1: None}
+    session.client_data(_metadata(version, NAMES))
+    mod = response_module(3, version)
+    expected = [
+        codec.encode_entity(
+            metadata._topic_error_entity(mod, ErrorCode.topic_authorization_failed, n, None)
+        )
+        for n in NAMES
+    ]
+    if not seen:  # the broker answers the empty request the proxy forwarded
+        correlation = int.from_bytes(io.upstream[8:12], "big")
+        empty = build(response_module(3, version).MetadataResponse, ErrorCode.none)
+        session.upstream_data(codec.encode_response(correlation, empty))
+    assert io.closed is None
+    body = bytes(io.client)
+    assert b"".join(expected) in body
+    decoded = codec.decode_response(body, 3, version)
+    assert [t.name for t in decoded.topics] == list(NAMES)
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, cls: type) -> list[int]:
+    """How many `cls` are built from now on."""
+    built = [0]
+    real: Callable[..., None] = cls.__init__  # type: ignore[misc]
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        built[0] += 1
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "__init__", counted)
+    return built
+
+
+def test_denied_list_offsets_at_its_limit_builds_no_entry_per_topic(monkeypatch):
+    """Before: one ListOffsetsTopicResponse (and one per partition) built and encoded per
+    denied topic, 34,951 of them, about 1 s of loop time; now a template per shape."""
+    n = entries_at_limit(list_offsets_frame, 2)
+    frame = list_offsets_frame(n)
+    assert len(frame) - 4 <= request_limits()[2]
+    built = _counting(monkeypatch, response_module(2, 9).ListOffsetsTopicResponse)
+    session, io = _session([])
+    session.client_data(frame)
+    answer = codec.decode_response(bytes(io.client), 2, 9)
+    assert len(answer.topics) == n
+    assert {(t.partitions[0].error_code, len(t.partitions)) for t in answer.topics} == {
+        (ErrorCode.topic_authorization_failed, 1)
+    }
+    assert answer.topics[-1].name == f"d{n - 1:09d}"
+    assert built[0] <= 2  # before: n
+
+
+def test_denied_metadata_at_its_limit_builds_no_entry_per_topic(monkeypatch):
+    """Before: one MetadataResponseTopic built and encoded per denied topic (37,448)."""
+    n = entries_at_limit(metadata_frame, 3)
+    built = _counting(monkeypatch, response_module(3, 12).MetadataResponseTopic)
+    session, io = _session([])
+    session.context.policy.cluster_view.racks = {1: None}
+    session.client_data(metadata_frame(n))
+    answer = codec.decode_response(bytes(io.client), 3, 12)
+    assert len(answer.topics) == n
+    assert {t.error_code for t in answer.topics} == {ErrorCode.topic_authorization_failed}
+    assert built[0] <= 2  # before: n
