@@ -466,6 +466,7 @@ class ProxyServer:
         self.recorder.denial_log.flush()  # the last second's summary line
         self.log_limiter.flush()  # and the held-back lines' summaries
         if self.audit is not None:
+            self.recorder.flush_audit()  # records still waiting for a turn (proxy/decisions.py)
             self.audit.close()
         if self.security.executor is not None:
             self.security.executor.shutdown(wait=False)
@@ -862,6 +863,7 @@ class ProxyServer:
                 for t in answer.topics
                 if t.error_code not in (0, 3, 5)
             }
+            # one line per kind every 10 s: a client asking for many new names cannot flood
             if refused:
                 self.log_refusal(
                     "auto_create_refused",
@@ -869,7 +871,6 @@ class ProxyServer:
                     logger=log.name,
                 )
             else:
-            # one line per kind every 10 s: a client asking for many new names cannot flood
                 self.log_refusal(
                     "auto_create",
                     f"asked the cluster to auto-create {', '.join(sorted(names))}",

@@ -1,0 +1,88 @@
+"""Issue 20: a request naming tens of thousands of distinct denied resources is audited
+`AUDIT_PER_TURN` records a turn of the event loop, not all in the turn that handled it
+(proxy/decisions.py, DecisionRecorder): every record is still made, in order."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.decision import Decision
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.enforce.context import AuthContext, Policy
+from aclgate.protocol.header import RequestHeader
+from aclgate.proxy import decisions
+from aclgate.proxy.audit import AuditLog
+from aclgate.proxy.decisions import AUDIT_PER_TURN, DecisionRecorder
+
+DENIED = Decision(False, "NO_MATCHING_ACL", None)
+HEADER = RequestHeader(3, 12, 1, "c", True, 0)
+COUNT = 5 * AUDIT_PER_TURN + 17
+
+
+class Spy(AuditLog):
+    """An audit log that remembers the names it was asked to record, and when."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, "p")
+        self.names: list[str] = []
+
+    def record(self, *args: Any) -> None:
+        self.names.append(args[9])
+        super().record(*args)
+
+
+def _deny_all(recorder: DecisionRecorder) -> None:
+    ctx = AuthContext(Policy(Authorizer()), "User:x", "127.0.0.1", "PLAINTEXT")
+    for i in range(COUNT):
+        recorder.decided(
+            ctx, HEADER, AclOperation.DESCRIBE, ResourceType.TOPIC, f"t{i}", DENIED, True, True, 1
+        )
+
+
+def test_one_turn_makes_at_most_its_share_of_audit_records(tmp_path) -> None:
+    """Before: all 5,017 records in the turn that handled the request (5,017 here)."""
+    audit = Spy(tmp_path / "audit.jsonl")
+    recorder = DecisionRecorder({}, audit)
+    made_per_turn: list[int] = []
+
+    async def main() -> None:
+        _deny_all(recorder)
+        made_per_turn.append(len(audit.names))
+        while len(audit.names) < COUNT and len(made_per_turn) < 100:
+            await asyncio.sleep(0)
+            made_per_turn.append(len(audit.names) - sum(made_per_turn))
+
+    uvloop.run(main())
+    assert made_per_turn[0] == AUDIT_PER_TURN
+    assert max(made_per_turn) <= AUDIT_PER_TURN
+    assert audit.names == [f"t{i}" for i in range(COUNT)]  # all, in order
+
+
+def test_without_an_event_loop_every_record_is_made_at_once(tmp_path) -> None:
+    audit = Spy(tmp_path / "audit.jsonl")
+    _deny_all(DecisionRecorder({}, audit))
+    assert len(audit.names) == COUNT
+
+
+def test_waiting_records_are_bounded_and_flushed_before_the_log_closes(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(decisions, "AUDIT_MAX_PENDING", 1000)
+    audit = Spy(tmp_path / "audit.jsonl")
+    recorder = DecisionRecorder({}, audit)
+
+    async def main() -> None:
+        _deny_all(recorder)
+        # past the bound, records are made at once rather than kept
+        assert len(recorder._pending) == 1000
+        assert len(audit.names) == COUNT - 1000
+        recorder.flush_audit()
+        assert len(audit.names) == COUNT
+
+    uvloop.run(main())
+    assert sorted(audit.names) == sorted(f"t{i}" for i in range(COUNT))
