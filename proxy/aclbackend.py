@@ -51,6 +51,8 @@ class AclStoreStatus:
     seconds_stale: float | None = None
     #: records read so far by the initial replay (kafka; /readyz shows it until `loaded`)
     records_replayed: int = 0
+    #: changes that failed because another producer took the writer's transactional id (kafka)
+    writer_fenced: int = 0
 
 
 def unready_reason(status: AclStoreStatus, max_staleness: float) -> str | None:

@@ -360,6 +360,15 @@ class ProxyConfig:
         help="--acl-store kafka: skip the record at this offset of the ACL topic (repeatable): "
         "the way past an undecodable record, once you have checked what it was (docs/authz.md)",
     )
+    acl_transactional_id: str | None = _setting(
+        metavar="ID",
+        help="--acl-store kafka: the transactional id this instance writes ACL changes with. "
+        "Stable per instance, so that a restarted instance at once aborts a change its killed "
+        "predecessor left open (which would otherwise hold every instance's reader back until "
+        "it times out); unique in the fleet, or two instances fence each other's changes "
+        "(default aclgate-acls-HOSTNAME-PORT, PORT of --listen; random with --listen port 0; "
+        "--workers appends -worker-N)",
+    )
     acl_store_max_staleness_seconds: float = _setting(
         300.0,
         parse=float,

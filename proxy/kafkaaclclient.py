@@ -9,6 +9,7 @@ rotated password reaches the store's clients at the next restart.
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING
 
 from aclgate.proxy.config import ConfigError
@@ -79,4 +80,18 @@ def store_settings(config: ProxyConfig) -> KafkaStoreSettings:
         replication_factor=config.acl_topic_replication_factor,
         client=client_config(config),
         skip_offsets=frozenset(config.acl_topic_skip_offset),
+        transactional_id=transactional_id(config),
     )
+
+
+def transactional_id(config: ProxyConfig) -> str | None:
+    """This instance's writer id: --acl-transactional-id, else one from what tells instances
+    apart and survives a restart (the host name and the --listen port: two instances on one
+    host listen on different ports); None (random) when the port is 0, as a restart then
+    listens elsewhere anyway. `aclgate serve --workers N` appends each worker's index."""
+    from aclgate.proxy.kafkaaclstore import TRANSACTIONAL_ID_PREFIX
+
+    if config.acl_transactional_id is not None:
+        return config.acl_transactional_id
+    port = config.listen[1]
+    return f"{TRANSACTIONAL_ID_PREFIX}{socket.gethostname()}-{port}" if port else None

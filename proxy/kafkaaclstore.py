@@ -47,6 +47,8 @@ DEFAULT_TOPIC = "__aclgate_acls"
 TRANSACTION_TIMEOUT_MS = 10_000
 #: a store that has not confirmed it is at the end of the log for this long reports staleness
 STALE_AFTER = 5.0
+#: every transactional id aclgate writes ACL changes with starts so (docs/authz.md's grants)
+TRANSACTIONAL_ID_PREFIX = "aclgate-acls-"
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,11 @@ class KafkaStoreSettings:
     connect_timeout: float = 30.0
     #: offsets an operator has inspected and chosen to skip (--acl-topic-skip-offset)
     skip_offsets: frozenset[int] = frozenset()
-    #: the transactional.id prefix of the writer (one id per process)
-    transactional_id_prefix: str = "aclgate-acls-"
+    #: the writer's transactional.id, stable per instance: a restarted instance's first
+    #: init_transactions then aborts the change its killed predecessor left open at once, where
+    #: a new id leaves it holding every reader back until it times out (docs/design.md).
+    #: None: a random one per producer (a one-shot command, or no stable identity)
+    transactional_id: str | None = None
 
 
 # ----------------------------------------------------------------------- the topic
@@ -267,6 +272,16 @@ def read_acl_topic(settings: KafkaStoreSettings, timeout: float = 60.0) -> list[
 # ----------------------------------------------------------------------- the backend
 
 
+def _fenced_codes() -> frozenset[int]:
+    """The errors meaning "another producer initialized this transactional id": the broker's
+    PRODUCER_FENCED and INVALID_PRODUCER_EPOCH, and librdkafka's fatal _FENCED."""
+    from confluent_kafka import KafkaError
+
+    return frozenset(
+        {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+    )
+
+
 class KafkaAclBackend:
     """ACLs in a Kafka topic shared by a fleet; see the module docstring."""
 
@@ -292,6 +307,8 @@ class KafkaAclBackend:
         self._start_error: str | None = None
         #: seconds the initial replay took (start to ready)
         self.replay_seconds: float | None = None
+        #: changes that failed because another producer took this writer's transactional id
+        self.writer_fenced = 0
 
     # -------------------------------------------------------------- lifecycle
 
@@ -491,7 +508,8 @@ class KafkaAclBackend:
             {
                 "bootstrap.servers": self.settings.bootstrap,
                 **self.settings.client,
-                "transactional.id": f"{self.settings.transactional_id_prefix}{uuid.uuid4()}",
+                "transactional.id": self.settings.transactional_id
+                or f"{TRANSACTIONAL_ID_PREFIX}{uuid.uuid4()}",
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 0,
@@ -568,21 +586,39 @@ class KafkaAclBackend:
         """Abort what can be aborted; a producer in an unknown state is replaced."""
         error = exc.args[0] if exc.args else None
         producer, message = self._producer, f"ACL topic {self.settings.topic}: {exc}"
+        if error is not None and error.code() in _fenced_codes():
+            message = self._fenced(message)
         try:
             if producer is not None and error is not None and error.txn_requires_abort():
                 producer.abort_transaction(self.settings.change_timeout)
                 return AclStoreError(f"{message} (aborted: nothing of the change applies)")
         except Exception as abort_exc:
             message += f"; abort failed: {abort_exc}"
-        # fatal, or an outcome we cannot tell: a new producer (its transactional id differs,
-        # the coordinator aborts the open transaction when it times out); the old one is
-        # closed now, not whenever the traceback holding it goes
+        # fatal, or an outcome we cannot tell: a new producer, whose init_transactions (same
+        # transactional id) aborts whatever the old one left open; the old one is closed now,
+        # not whenever the traceback holding it goes
         self._producer = None
         if producer is not None:
             close_producer(producer, 0)
         return AclStoreError(
             f"{message} (the change may not have been committed; list the ACLs to see)"
         )
+
+    def _fenced(self, message: str) -> str:
+        """Count and explain a fenced writer: another producer initialized this instance's
+        transactional id. Not fatal: the next change starts a producer that fences it in turn,
+        so two live instances sharing an id fail each other's changes now and then but keep
+        running; the log line and the counter name the misconfiguration."""
+        self.writer_fenced += 1
+        tid = self.settings.transactional_id
+        why = (
+            f"another instance uses transactional id {tid} (give every instance its own "
+            "--acl-transactional-id; docs/authz.md)"
+            if tid is not None
+            else "another producer took this writer's transactional id"
+        )
+        log.error("ACL topic %s: the change was fenced: %s", self.settings.topic, why)
+        return f"{message} (fenced: {why})"
 
     # -------------------------------------------------------------- status
 
@@ -614,4 +650,5 @@ class KafkaAclBackend:
             error=error,
             seconds_stale=stale,
             records_replayed=reader.records_read if reader is not None else 0,
+            writer_fenced=self.writer_fenced,
         )

@@ -258,7 +258,7 @@ def _audit_sink_metrics(sink: Any) -> Iterator[GaugeMetricFamily | CounterMetric
     )
 
 
-def _acl_store_metrics(status: Any) -> Iterator[GaugeMetricFamily]:
+def _acl_store_metrics(status: Any) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
     """The ACL store's state (AclStoreStatus), for /metrics."""
     info = GaugeMetricFamily(
         "aclgate_acl_store_info",
@@ -288,6 +288,12 @@ def _acl_store_metrics(status: Any) -> Iterator[GaugeMetricFamily]:
         "aclgate_acl_store_stale_seconds",
         "Seconds since the store was last known to be in step with its source (0: in step)",
         status.seconds_stale or 0,
+    )
+    yield CounterMetricFamily(
+        "aclgate_acl_store_writer_fenced",
+        "ACL changes that failed because another producer took this instance's writer "
+        "transactional id (kafka store: two live instances configured with one id)",
+        status.writer_fenced,
     )
 
 

@@ -29,6 +29,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from aclgate.protocol.enforce.cursor import KEY_SIZE
 from aclgate.proxy.config import ProxyConfig
 from aclgate.proxy.http import HealthServer
+from aclgate.proxy.kafkaaclclient import transactional_id
 from aclgate.proxy.metricsmerge import MetricsMerger, parse
 from aclgate.proxy.worker import Assignment, encode_assignment
 
@@ -55,9 +56,13 @@ READY_MERGE: dict[str, Callable[[list[Any]], Any]] = {
 
 
 def worker_config(config: ProxyConfig, index: int) -> ProxyConfig:
-    """Worker `index`'s configuration: no public health port (the supervisor has it) and an
+    """Worker `index`'s configuration: no public health port (the supervisor has it), an
     audit file and audit spool of its own (two processes cannot rotate one file or share one
-    spool)."""
+    spool), and an ACL writer transactional id of its own (two live producers with one id
+    fence each other)."""
+    tid = transactional_id(config)
+    if tid is not None:
+        config = dataclasses.replace(config, acl_transactional_id=f"{tid}-worker-{index}")
     audit = config.audit_file
     if audit is not None:
         audit = audit.with_name(f"{audit.stem}.worker-{index}{audit.suffix}")

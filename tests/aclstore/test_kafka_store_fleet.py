@@ -1,12 +1,19 @@
 """Two `aclgate serve` processes on one `kafka` ACL store in front of a real 3-node Apache Kafka,
 driven through the proxy with Kafka's kafka-acls, confluent-kafka's AdminClient (CreateAcls/
 DeleteAcls) and clients: a change through one is enforced by the other, an acknowledged change survives a kill -9, and
-the store's topic is invisible and untouchable through the proxy."""
+the store's topic is invisible and untouchable through the proxy. An instance restarted after a
+kill -9 in the middle of a change releases every reader at once; two instances configured with
+one transactional id fence each other's changes, loudly but without falling over."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -20,8 +27,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from tests.aclstore.midchange import HELD_TRANSACTION_MS
 from tests.fixtures.wait import wait_until
 from tests.kafka import tools
+from tests.kafka.cluster import free_ports
 
 pytestmark = pytest.mark.kafka
 
@@ -85,6 +94,20 @@ def deny_write(topic: str) -> AclBinding:
     )
 
 
+def describe(proc) -> list[AclBinding]:
+    """Every ACL `proc` holds, through its Admin API."""
+    everything = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    return admin(proc).describe_acls(everything).result(20)
+
+
 def produce_error(proc, topic: str) -> KafkaError | None:
     """The error of producing one record to `topic` through `proc` (None: written)."""
     producer = Producer({"bootstrap.servers": proc.bootstrap, "message.timeout.ms": 10_000})
@@ -141,16 +164,7 @@ def test_an_acknowledged_change_survives_kill_9_right_after(fleet, kafka_topic_n
     admin(a).create_acls([binding])[binding].result(20)
     a.stop(signal.SIGKILL)  # no drain, no flush: only what is in Kafka counts
     b = fleet()
-    everything = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
-    assert admin(b).describe_acls(everything).result(20) == [binding]
+    assert describe(b) == [binding]
 
 
 def test_the_store_topic_is_invisible_and_untouchable_through_the_proxy(fleet, kafka_cluster3):
@@ -196,3 +210,78 @@ def test_a_corrupt_record_marks_the_proxy_degraded_in_readyz_and_metrics(fleet, 
     binding = deny_write("after-the-corruption")
     with pytest.raises(KafkaException):
         admin(a).create_acls([binding])[binding].result(20)
+
+
+def test_a_restarted_instance_releases_the_readers_its_killed_change_held(
+    fleet, kafka_cluster3, kafka_topic_name
+):
+    """Issue 20: an instance killed mid-change left its transaction open, and every reader
+    (read_committed) waited at it until the coordinator timed it out (10-20 s). Restarted with
+    the same configuration, the instance's writer has the same transactional id, and its first
+    init_transactions aborts the open change at once."""
+    reader = fleet()
+    serve_args = ("--listen", f"127.0.0.1:{free_ports(1)[0]}")  # fixed: the instance's identity
+    # the instance, stopped inside a change (its records written, the commit not sent): the
+    # store built from the same serve arguments, with the real writer code (midchange.py)
+    killed_topic, after_topic = f"{kafka_topic_name}-killed", f"{kafka_topic_name}-after"
+    midchange = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.aclstore.midchange",
+            "--upstream",
+            kafka_cluster3.bootstrap,
+            "--acl-store",
+            "kafka",
+            "--acl-topic",
+            fleet.acl_topic,
+            *serve_args,
+        ],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "MIDCHANGE_TOPIC": killed_topic},
+        cwd=Path(__file__).parents[2],
+        text=True,
+    )
+    try:
+        assert midchange.stdout is not None and midchange.stdout.readline() == "open\n"
+        opened = time.monotonic()
+    finally:
+        midchange.kill()  # kill -9 in the middle of the change
+        midchange.wait(10)
+    restarted = fleet(*serve_args)
+    binding = deny_write(after_topic)
+    admin(restarted).create_acls([binding])[binding].result(HELD_TRANSACTION_MS / 1000)
+    # the reader has it long before the open transaction could have timed out (60 s): only
+    # the restart's fencing can have released it
+    bound = HELD_TRANSACTION_MS / 1000 / 2
+    wait_until(
+        lambda: describe(reader) == [binding],
+        timeout=max(0.1, bound - (time.monotonic() - opened)),
+        what="the reader to apply the change made after the restart",
+    )
+    released = time.monotonic() - opened
+    print(f"\nkill -9 mid-change to the reader applying the next change: {released:.2f} s")
+    assert released < bound
+    # the interrupted change was aborted, not committed: nobody ever applies it
+    assert describe(restarted) == [binding]
+
+
+def test_two_live_instances_with_one_transactional_id_fence_each_other_loudly(
+    fleet, kafka_topic_name
+):
+    """A misconfiguration the stable id makes possible: each instance's producer fences the
+    other's. The fenced change fails with the reason, is counted, and the instance goes on:
+    its next change starts a new producer (which fences the other in turn)."""
+    tid = f"aclgate-acls-{kafka_topic_name}"
+    a = fleet("--acl-transactional-id", tid)
+    first, second, fenced, after = (deny_write(f"{kafka_topic_name}-{i}") for i in range(4))
+    admin(a).create_acls([first])[first].result(20)  # A's producer holds the id
+    b = fleet("--acl-transactional-id", tid)
+    admin(b).create_acls([second])[second].result(20)  # B's producer has taken it: A is fenced
+    with pytest.raises(KafkaException):
+        admin(a).create_acls([fenced])[fenced].result(20)
+    wait_until(lambda: f"another instance uses transactional id {tid}" in a.log, timeout=10)
+    assert a.metric("aclgate_acl_store_writer_fenced_total") == 1
+    assert b.metric("aclgate_acl_store_writer_fenced_total") == 0
+    admin(a).create_acls([after])[after].result(20)  # not stuck: a new producer
+    assert a.readyz()[0] == 200 and a.proc.poll() is None

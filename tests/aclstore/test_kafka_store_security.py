@@ -3,6 +3,8 @@ SASL_SSL with SCRAM against a real Apache Kafka, and the settings each upstream 
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from aclgate.authz.authorizer import Authorizer
@@ -11,6 +13,7 @@ from aclgate.proxy.aclstores import open_acl_backend, protected_topics
 from aclgate.proxy.config import ConfigError
 from aclgate.proxy.kafkaaclclient import client_config, store_settings
 from aclgate.proxy.kafkaaclstore import KafkaAclBackend
+from aclgate.proxy.workers import worker_config
 from tests.fixtures.proxy import make_config
 
 ORDERS = AclBinding.from_dict(
@@ -78,6 +81,22 @@ def test_the_upstream_identity_maps_to_librdkafka_settings(tmp_path):
     }
     assert isinstance(open_acl_backend(other, Authorizer()), KafkaAclBackend)
     assert protected_topics(make_config("kafka-1:9092")) == frozenset()
+
+
+def test_each_instance_and_worker_writes_with_a_transactional_id_that_survives_a_restart():
+    """Issue 20: the id was random per process, so a restart could not fence the change its
+    killed predecessor left open. Now: host and --listen port, or --acl-transactional-id; a
+    worker of its own each; random only where a restart would listen elsewhere (port 0)."""
+    config = make_config("kafka-1:9092", acl_store="kafka", listen=("0.0.0.0", 9092))
+    tid = f"aclgate-acls-{socket.gethostname()}-9092"
+    assert store_settings(config).transactional_id == tid
+    workers = {store_settings(worker_config(config, i)).transactional_id for i in range(3)}
+    assert workers == {f"{tid}-worker-{i}" for i in range(3)}
+    mine = make_config("kafka-1:9092", acl_store="kafka", acl_transactional_id="acls-eu-1")
+    assert store_settings(mine).transactional_id == "acls-eu-1"
+    assert store_settings(worker_config(mine, 1)).transactional_id == "acls-eu-1-worker-1"
+    ephemeral = make_config("kafka-1:9092", acl_store="kafka", listen=("127.0.0.1", 0))
+    assert store_settings(ephemeral).transactional_id is None
 
 
 def test_an_unreadable_password_file_is_a_configuration_error(tmp_path):
