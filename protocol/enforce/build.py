@@ -205,7 +205,10 @@ _I16 = struct.Struct(">h")
 def string_bytes(value: str, flexible: bool) -> bytes:
     """A non-null string as Kafka encodes it: compact (varint length + 1) or legacy (int16)."""
     raw = value.encode()
-    return (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    size = len(raw)
+    if not flexible:
+        return _I16.pack(size) + raw
+    return (bytes((size + 1,)) if size < 0x7F else uvarint(size + 1)) + raw  # one byte: most
 
 
 class NamedEntry:
