@@ -12,9 +12,15 @@ Kafka's message for bad credentials), and, as in Kafka, the answer is held for
 connection.failed.authentication.delay.ms and the connection closed right after it; nothing
 more is read meanwhile. That caps password guessing at one guess per delay per connection,
 for every mechanism and for the v0 flow (where the failure is a closed connection).
-Requests other than ApiVersions, SaslHandshake and SaslAuthenticate-after-SaslHandshake before
-authentication close the connection at once, without an answer (Kafka's InvalidRequestException
-"Unexpected Kafka request of type ... during SASL handshake").
+Before a SaslHandshake, requests other than ApiVersions and SaslHandshake close the connection
+at once, without an answer (Kafka's "Unexpected Kafka request of type ... during SASL
+handshake"). Between a SaslHandshake v1 and the end of its exchange, any request but
+SaslAuthenticate (ApiVersions and SaslHandshake too) is answered with its own error response,
+ILLEGAL_SASL_STATE, after the failure delay, and the connection closed, as Kafka does. Once
+authenticated, a SaslAuthenticate without a new handshake, and a SaslHandshake when the session
+has no lifetime (no re-authentication), are answered ILLEGAL_SASL_STATE and the connection
+stays open, as Kafka's request handler answers them (tests/listeners/test_sasl_edges_kafka.py
+compares every such sequence with a real Kafka).
 With a session lifetime (connections.max.reauth.ms, or an OAUTHBEARER token's expiry), the
 client re-authenticates mid-stream (KIP-368) with the same principal and mechanism; a request
 after expiry closes the connection, as Kafka does.
@@ -23,6 +29,7 @@ after expiry closes the connection, as Kafka does.
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -66,6 +73,10 @@ _SIZE = struct.Struct(">i")
 #: characters of a client's mechanism name quoted in a close reason (RFC 4422 names have at
 #: most 20; a client can send 32 KB)
 MECHANISM_TEXT = 100
+#: the largest request (bytes after the size) sent out of turn during a SASL exchange that is
+#: answered with its error response, as Kafka answers it; a larger one is closed on unanswered
+#: (docs/design.md, "SASL state errors"). Real clients send none.
+UNEXPECTED_ANSWERED_BYTES = 4096
 #: characters of a failed exchange's message, in the close reason and in the answer's
 #: error_message (it may quote what the client sent, e.g. a malformed SCRAM message)
 MESSAGE_TEXT = 500
@@ -94,6 +105,13 @@ class SaslListenerConfig:
     #: the handlers and versions to install once authenticated
     handlers_after: Mapping[int, Any] = field(default_factory=dict)
     versions_after: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def exchange_handlers(self) -> dict[int, Any]:
+        """The dispatch table between a SaslHandshake v1 and the end of its exchange: every
+        API the listener parses is read (`versions_after`, narrowed in place), and all but
+        SaslAuthenticate refused as Kafka refuses them (`_unexpected`)."""
+        return {**dict.fromkeys(self.versions_after, _unexpected), SASL_AUTHENTICATE: _authenticate}
 
 
 class Phase(enum.Enum):
@@ -128,11 +146,14 @@ TRANSITIONS: Mapping[tuple[Phase, Event], Phase] = {
 }
 
 #: Requests each phase reads (None: any). Anything else closes the connection unanswered, as
-#: Kafka does before authentication; TOKENS_V0 frames have no header (`_raw_token` reads them).
+#: Kafka does before a handshake; TOKENS_V0 frames have no header (`_raw_token` reads them).
+#: AUTHENTICATING and REAUTHENTICATING read every request they can parse: all but
+#: SaslAuthenticate are answered with their error response (`_unexpected`, the dispatch table
+#: `exchange_handlers`), as Kafka answers them, then closed.
 REQUESTS: Mapping[Phase, frozenset[int] | None] = {
     Phase.AWAITING_HANDSHAKE: frozenset({API_VERSIONS, SASL_HANDSHAKE}),
     Phase.TOKENS_V0: frozenset(),
-    Phase.AUTHENTICATING: frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}),
+    Phase.AUTHENTICATING: None,
     Phase.AUTHENTICATED: None,
     Phase.REAUTHENTICATING: None,
     Phase.CLOSING: frozenset(),
@@ -225,8 +246,10 @@ def _api_versions(session: ProxySession, header: RequestHeader, frame: Frame) ->
     )
 
 
-def _encoded(header: RequestHeader, code: ErrorCode, **fields: Any) -> bytes:
-    body = build(response_class(header.api_key, header.api_version), code, None, None, fields)
+def _encoded(header: RequestHeader, code: ErrorCode, source: Any = None, **fields: Any) -> bytes:
+    """The answer to `header`'s request with `code`; given the decoded request (`source`), it
+    is that request's error response, as Kafka's getErrorResponse builds it."""
+    body = build(response_class(header.api_key, header.api_version), code, source, None, fields)
     return encode_response(header.correlation_id, body)
 
 
@@ -254,11 +277,12 @@ def _refuse_later(
     reason: str,
     *,
     failed: bool = False,
+    source: Any = None,
     **fields: Any,
 ) -> None:
     """Answer `code` after the delay, then close. `failed`: bad credentials (the close is
     counted as authentication_failed)."""
-    body = _encoded(header, code, **fields)
+    body = _encoded(header, code, source, **fields)
 
     def send() -> None:
         if failed:
@@ -277,9 +301,12 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     request = decode_request(frame, header)
     mechanisms = tuple(state.config.mechanisms)
     refusal: tuple[ErrorCode, str] | None = None
-    if state.phase in (Phase.AUTHENTICATING, Phase.REAUTHENTICATING):
-        refusal = ErrorCode.illegal_sasl_state, "SaslHandshake during an unfinished SASL exchange"
-    elif state.authenticated and header.api_version == 0:
+    if state.phase is Phase.AUTHENTICATED and state.expires_at_ms is None:
+        # no session lifetime, so no re-authentication: Kafka's request handler answers
+        # ILLEGAL_SASL_STATE (no mechanisms) and the connection goes on
+        _answer(session, header, ErrorCode.illegal_sasl_state)
+        return
+    if state.authenticated and header.api_version == 0:
         refusal = ErrorCode.illegal_sasl_state, "re-authentication needs SaslHandshake v1 or later"
     elif request.mechanism not in mechanisms:
         refusal = (
@@ -307,20 +334,22 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     _answer(session, header, ErrorCode.none, mechanisms=mechanisms)
     if header.api_version == 0:
         session.raw_handler = _raw_token  # legacy flow: bare tokens follow
+    else:  # also a re-authentication: Kafka serves nothing else until it completes
+        session.set_handlers(state.config.exchange_handlers, state.config.versions_after)
 
 
 def _authenticate(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
     state = _state(session)
-    if state.phase not in (Phase.AUTHENTICATING, Phase.REAUTHENTICATING):
+    if state.phase is Phase.AUTHENTICATED:
+        # no handshake began a re-authentication: Kafka's request handler answers this, in
+        # its words, and the connection goes on; a body that does not parse closes it first,
+        # as Kafka's network layer parses every request
+        decode_request(frame, header)
         _answer(
             session,
             header,
             ErrorCode.illegal_sasl_state,
-            error_message="SaslAuthenticate without a SaslHandshake",
-        )
-        state.advance(Event.REFUSED)
-        session.close_after_flush(
-            "SaslAuthenticate out of order (ILLEGAL_SASL_STATE)", "sasl_state"
+            error_message="SaslAuthenticate request received after successful authentication",
         )
         return
     if _too_large(session, state, frame):
@@ -332,6 +361,24 @@ def _authenticate(session: ProxySession, header: RequestHeader, frame: Frame) ->
         bytes(request.auth_bytes),
         lambda result: _authenticate_done(session, header, state, result),
     )
+
+
+def _unexpected(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
+    """Any request but SaslAuthenticate between a SaslHandshake v1 and the end of its
+    exchange: Kafka answers it with its own error response, ILLEGAL_SASL_STATE, after the
+    failure delay, and closes. One over UNEXPECTED_ANSWERED_BYTES is closed on unanswered
+    after the delay: its error response mirrors every entry it names, and an unauthenticated
+    client must not make the event loop decode and build that (0.7 s for 512 KiB)."""
+    state = _state(session)
+    reason = (
+        f"Unexpected Kafka request of type {api_name(header.api_key)} (api_key="
+        f"{header.api_key}) during SASL authentication; closing as Kafka does"
+    )
+    if len(frame) - 4 > UNEXPECTED_ANSWERED_BYTES:
+        _later(session, state, lambda: session.fail(f"{reason}, unanswered", "sasl_state"))
+        return
+    source = decode_request(frame, header)
+    _refuse_later(session, header, state, ErrorCode.illegal_sasl_state, reason, source=source)
 
 
 def _too_large(session: ProxySession, state: SaslState, frame: Frame) -> bool:
@@ -421,7 +468,14 @@ def _authenticate_done(
         _refuse(session, header, state, message)
         return
     if not _server(state).complete:
-        _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime=_ms(0))
+        _answer(
+            session,
+            header,
+            ErrorCode.none,
+            auth_bytes=result,
+            session_lifetime=_ms(0),
+            error_message="",
+        )
         return
     previous, new = state.principal, _server(state).authorization_id
     if previous is not None and new != previous:
@@ -440,7 +494,14 @@ def _authenticate_done(
             _refuse_connection(session, header, state, refused)
             return
     lifetime = _lifetime(state)
-    _answer(session, header, ErrorCode.none, auth_bytes=result, session_lifetime=_ms(lifetime))
+    _answer(
+        session,
+        header,
+        ErrorCode.none,
+        auth_bytes=result,
+        session_lifetime=_ms(lifetime),
+        error_message="",  # Kafka's default for the field, not null
+    )
     _succeeded(session, state, lifetime)
 
 
@@ -499,9 +560,9 @@ def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> No
     state.principal = _server(state).authorization_id
     state.expires_at_ms = state.config.clock_ms() + lifetime if lifetime else None
     session.notify(AuthenticationResult(state.mechanism or "", True))
+    session.set_handlers(state.config.handlers_after, state.config.versions_after)
     if first:
         session.set_max_frame(session.config.max_frame)
-        session.set_handlers(state.config.handlers_after, state.config.versions_after)
         # who the connection is from now on: every check after this uses it
         principal = sasl_principal(state.principal)
         session.context.principal = principal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from aclgate.protocol.identity import saslgate
 from aclgate.protocol.identity.saslgate import (
     API_VERSIONS,
     REQUESTS,
@@ -68,5 +69,22 @@ def test_a_move_outside_the_table_is_a_bug_not_a_state(events: list[Event], ille
 
 def test_before_authentication_only_the_sasl_requests_are_read() -> None:
     assert REQUESTS[Phase.AWAITING_HANDSHAKE] == {API_VERSIONS, SASL_HANDSHAKE}
-    assert REQUESTS[Phase.AUTHENTICATING] == {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}
+    # during the exchange every request is read, to be answered with its error as Kafka does
+    # (tests/listeners/test_sasl_edges_kafka.py)
+    assert REQUESTS[Phase.AUTHENTICATING] is None
     assert REQUESTS[Phase.AUTHENTICATED] is None and REQUESTS[Phase.CLOSING] == frozenset()
+
+
+def test_during_the_exchange_only_sasl_authenticate_is_served() -> None:
+    """Every API the listener parses is read between SaslHandshake v1 and the end of the
+    exchange, and all but SaslAuthenticate get the refusal that answers with their error."""
+    config = SaslListenerConfig(
+        (),
+        lambda name: None,  # type: ignore[arg-type,return-value]
+        lambda: 0,
+        versions_after={0: (3, 12), 3: (0, 12), API_VERSIONS: (0, 4), SASL_HANDSHAKE: (0, 1)},
+    )
+    handlers = config.exchange_handlers
+    assert set(handlers) == {0, 3, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}
+    assert handlers[SASL_AUTHENTICATE] is saslgate._authenticate
+    assert {handlers[key] for key in (0, 3, API_VERSIONS, SASL_HANDSHAKE)} == {saslgate._unexpected}

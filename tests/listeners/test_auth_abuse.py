@@ -246,7 +246,7 @@ def test_oversized_token_after_the_handshake_is_refused_at_its_length(sasl_proxy
 def test_oversized_reauthentication_token_fails_the_authentication(sasl_proxy):
     """Authenticated, frames may be 100 MiB; a re-authentication token is still held to
     512 KiB, as Kafka's authenticator holds it: the re-authentication fails."""
-    proxy = sasl_proxy()
+    proxy = sasl_proxy(connections_max_reauth_ms=60_000)  # sessions re-authenticate
     with RawClient(proxy.bootstrap) as raw:
         assert sasl_login(raw, "PLAIN", "alice", password("alice")).error_code == 0
         assert raw.request(request_entity(SASL_HANDSHAKE, 1, mechanism="PLAIN")).error_code == 0
@@ -261,7 +261,8 @@ def test_oversized_reauthentication_token_fails_the_authentication(sasl_proxy):
 
 
 def test_connections_per_sasl_principal_are_limited(sasl_proxy):
-    proxy = sasl_proxy(max_connections_per_principal=1)
+    # a session lifetime, so that the first connection may re-authenticate below
+    proxy = sasl_proxy(max_connections_per_principal=1, connections_max_reauth_ms=60_000)
     security = proxy.server.security
     with RawClient(proxy.bootstrap) as first:
         assert sasl_login(first, "SCRAM-SHA-512", "alice", password("alice")).error_code == 0
