@@ -136,12 +136,24 @@ def partition_errors(body) -> list[int]:
     return [p.error_code for t in body.responses for p in t.partitions]
 
 
+def first_fetch(raw: RawClient, version: int, key) -> object:
+    """The first full fetch, retried while the new topic's leader is not serving yet
+    (NOT_LEADER_OR_FOLLOWER right after creation on a loaded machine; a client retries)."""
+    deadline = time.monotonic() + 15
+    while True:
+        opened = raw.request(fetch(version, key, 0, 0))
+        retriable = partition_errors(opened) == [ErrorCode.not_leader_or_follower]
+        if not retriable or time.monotonic() > deadline:
+            return opened
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("version", [12, 17])
 def test_sessions_are_kept_and_a_revocation_ends_them(gate, version):
     proxy, acls, topic = gate
     with RawClient(proxy.bootstrap) as raw, RawClient(proxy.bootstrap) as other:
         key = topic if version < 13 else topic_id(raw, topic)
-        opened = raw.request(fetch(version, key, 0, 0))
+        opened = first_fetch(raw, version, key)
         assert opened.error_code == ErrorCode.none and partition_errors(opened) == [0]
         sid = opened.session_id
         assert sid != 0, "the full fetch opened a session at the broker"
