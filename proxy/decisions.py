@@ -184,7 +184,7 @@ class DenialLogLimiter:
 
 
 #: audit records made at once in one turn of the event loop; the rest wait for later turns
-AUDIT_PER_TURN = 1000
+AUDIT_PER_TURN = 250
 #: audit records waiting at most; past it one is made at once (memory before latency)
 AUDIT_MAX_PENDING = 100_000
 

@@ -97,7 +97,9 @@ class MetadataHandler(ApiHandler):
 
     def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
         """Named topics and nothing more asked (the common case): decide from the peeked
-        names; the request is decoded only when a topic is denied. Else the full path."""
+        names; the request is decoded only when some topics, not all, are denied (or nothing
+        is known of the cluster yet), as the denied ones are stripped from it. Else the full
+        path."""
         names = peek_metadata(frame, header)
         if names is None:
             return super().__call__(session, header, frame)
@@ -113,6 +115,14 @@ class MetadataHandler(ApiHandler):
             plan = _Plan(header, False, [], set(), False, False)
             forward(session, header, frame, WithState(rewrite_metadata_answer, plan))
             return
+        if not any(verdict.values()):  # answered from the names as `handle` would answer
+            mod = response_module(header.api_key, header.api_version)
+            errors = [
+                _topic_error(mod, ErrorCode.topic_authorization_failed, n, None) for n in names
+            ]
+            plan = _Plan(header, False, errors, set(), False, False)
+            if self._answer_alone(session, ctx, header, plan):
+                return
         self.handle(session, ctx, header, frame, decode_request(frame, header), verdict)
 
     def handle(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 import uuid
 
+from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
 from aclgate.protocol.enforce.fetchpeek import topic_uuid
@@ -143,15 +144,16 @@ def peek_metadata(frame: Frame, header: RequestHeader) -> tuple[str, ...] | None
         return None
     try:
         return _metadata(frame, header.body_offset, v)
-    except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
+    except (IndexError, ValueError, SerialError):  # UnicodeDecodeError is a ValueError
         return None
 
 
 def _metadata(frame: Frame, pos: int, v: int) -> tuple[str, ...] | None:
-    count = frame[pos] - 1  # compact array: value + 1, 0 = null (all topics)
-    if not 0 < count < 0x7F:
+    value, used = read_unsigned_varint(frame, pos)  # compact array: value + 1, 0 = null
+    count = int(value) - 1
+    if count <= 0:  # all topics, or none
         return None
-    pos += 1
+    pos += used
     names: list[str] = []
     for _ in range(count):
         if v >= 10:

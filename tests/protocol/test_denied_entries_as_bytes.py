@@ -208,3 +208,38 @@ def test_denied_metadata_at_its_limit_builds_no_entry_per_topic(monkeypatch):
     assert len(answer.topics) == n
     assert {t.error_code for t in answer.topics} == {ErrorCode.topic_authorization_failed}
     assert built[0] <= 2  # before: n
+
+
+def test_denied_metadata_at_its_limit_is_answered_without_decoding_it(monkeypatch):
+    """Every named topic denied and the cluster seen: answered from the peeked names
+    (before: the 37,448 topics decoded by kio, ~30-45 ms of the loop, to be answered)."""
+    decoded: list[int] = []
+
+    def spy(frame: Any, header: Any) -> Any:
+        decoded.append(header.api_key)
+        return codec.decode_request(frame, header)
+
+    monkeypatch.setattr(base, "decode_request", spy)
+    monkeypatch.setattr(metadata, "decode_request", spy)
+    session, io = _session([])
+    session.context.policy.cluster_view.racks = {1: None}
+    session.client_data(metadata_frame(entries_at_limit(metadata_frame, 3)))
+    assert decoded == []
+    assert io.closed is None and io.client
+
+
+@pytest.mark.parametrize("count", [1, 126, 127, 300])
+def test_peeked_denied_metadata_is_answered_as_the_decoded_path(count, monkeypatch):
+    """The answer from peeked names is the full path's, byte for byte (counts of one and
+    two varint bytes)."""
+    frame = metadata_frame(count)
+    out = []
+    for peek in (True, False):
+        with monkeypatch.context() as m:
+            if not peek:
+                m.setattr(metadata, "peek_metadata", lambda *_: None)
+            session, io = _session([])
+            session.context.policy.cluster_view.racks = {1: None}
+            session.client_data(frame)
+            out.append(bytes(io.client))
+    assert out[0] == out[1] and out[0]
