@@ -21,9 +21,10 @@ authenticated, a SaslAuthenticate without a new handshake, and a SaslHandshake w
 has no lifetime (no re-authentication), are answered ILLEGAL_SASL_STATE and the connection
 stays open, as Kafka's request handler answers them (tests/listeners/test_sasl_edges_kafka.py
 compares every such sequence with a real Kafka).
-With a session lifetime (connections.max.reauth.ms, or an OAUTHBEARER token's expiry), the
-client re-authenticates mid-stream (KIP-368) with the same principal and mechanism; a request
-after expiry closes the connection, as Kafka does.
+With a session lifetime (connections.max.reauth.ms, or an OAUTHBEARER token's expiry; v0 flow
+sessions too, though their client cannot be told), the client re-authenticates mid-stream
+(KIP-368) with the same principal and mechanism, with a SaslHandshake v1 or v0, at most once a
+second as in Kafka; a request after expiry closes the connection, as Kafka does.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ MECHANISM_TEXT = 100
 #: answered with its error response, as Kafka answers it; a larger one is closed on unanswered
 #: (docs/design.md, "SASL state errors"). Real clients send none.
 UNEXPECTED_ANSWERED_BYTES = 4096
+#: Kafka re-authenticates a connection at most once a second
+MIN_REAUTH_INTERVAL_MS = 1000
 #: characters of a failed exchange's message, in the close reason and in the answer's
 #: error_message (it may quote what the client sent, e.g. a malformed SCRAM message)
 MESSAGE_TEXT = 500
@@ -141,6 +144,8 @@ TRANSITIONS: Mapping[tuple[Phase, Event], Phase] = {
     (Phase.TOKENS_V0, Event.COMPLETED): Phase.AUTHENTICATED,
     (Phase.AUTHENTICATING, Event.COMPLETED): Phase.AUTHENTICATED,
     (Phase.AUTHENTICATED, Event.HANDSHAKE): Phase.REAUTHENTICATING,
+    # Kafka re-authenticates with bare tokens after a SaslHandshake v0 too
+    (Phase.AUTHENTICATED, Event.HANDSHAKE_V0): Phase.TOKENS_V0,
     (Phase.REAUTHENTICATING, Event.COMPLETED): Phase.AUTHENTICATED,
     **{(phase, Event.REFUSED): Phase.CLOSING for phase in Phase},
 }
@@ -170,7 +175,8 @@ class SaslState:
         self.mechanism: str | None = None
         self.principal: str | None = None  # authenticated authorization id
         self.expires_at_ms: int | None = None
-        self.handshake_version = 1
+        #: when the latest re-authentication's SaslHandshake was accepted (epoch ms)
+        self.reauth_began_ms: int | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -301,14 +307,12 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     request = decode_request(frame, header)
     mechanisms = tuple(state.config.mechanisms)
     refusal: tuple[ErrorCode, str] | None = None
-    if state.phase is Phase.AUTHENTICATED and state.expires_at_ms is None:
-        # no session lifetime, so no re-authentication: Kafka's request handler answers
-        # ILLEGAL_SASL_STATE (no mechanisms) and the connection goes on
+    if state.phase is Phase.AUTHENTICATED and not _may_reauthenticate(state):
+        # Kafka's request handler answers ILLEGAL_SASL_STATE (no mechanisms); the connection
+        # goes on
         _answer(session, header, ErrorCode.illegal_sasl_state)
         return
-    if state.authenticated and header.api_version == 0:
-        refusal = ErrorCode.illegal_sasl_state, "re-authentication needs SaslHandshake v1 or later"
-    elif request.mechanism not in mechanisms:
+    if request.mechanism not in mechanisms:
         refusal = (
             ErrorCode.unsupported_sasl_mechanism,
             f"client asked for SASL mechanism {bounded(request.mechanism, MECHANISM_TEXT)!r}, "
@@ -329,13 +333,24 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
         return
     state.server = state.config.new_server(request.mechanism)
     state.mechanism = request.mechanism
-    state.handshake_version = header.api_version
+    if state.authenticated:
+        state.reauth_began_ms = state.config.clock_ms()
     state.advance(Event.HANDSHAKE_V0 if header.api_version == 0 else Event.HANDSHAKE)
     _answer(session, header, ErrorCode.none, mechanisms=mechanisms)
     if header.api_version == 0:
         session.raw_handler = _raw_token  # legacy flow: bare tokens follow
     else:  # also a re-authentication: Kafka serves nothing else until it completes
         session.set_handlers(state.config.exchange_handlers, state.config.versions_after)
+
+
+def _may_reauthenticate(state: SaslState) -> bool:
+    """Kafka begins a re-authentication (KIP-368) only on a session with a lifetime, and at
+    most once a second (KafkaChannel's MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS, counted from the
+    latest re-authentication's start); another SaslHandshake goes to its request handler."""
+    began = state.reauth_began_ms
+    return state.expires_at_ms is not None and (
+        began is None or state.config.clock_ms() - began >= MIN_REAUTH_INTERVAL_MS
+    )
 
 
 def _authenticate(session: ProxySession, header: RequestHeader, frame: Frame) -> None:
@@ -390,6 +405,14 @@ def _too_large(session: ProxySession, state: SaslState, frame: Frame) -> bool:
     return True
 
 
+def _principal_changed(state: SaslState) -> str | None:
+    """Kafka's message when a completed re-authentication names another principal."""
+    previous, new = state.principal, _server(state).authorization_id
+    if previous is None or new == previous:
+        return None
+    return _message(reauthentication_principal_error(sasl_principal(previous), sasl_principal(new)))
+
+
 def _raw_token(session: ProxySession, frame: Frame) -> None:
     """SaslHandshake v0 flow: a bare token in, a bare token (or a closed connection) out."""
     state = _state(session)
@@ -398,8 +421,9 @@ def _raw_token(session: ProxySession, frame: Frame) -> None:
     token = bytes(frame[4:])
 
     def done(result: Any) -> None:
-        if isinstance(result, SaslException):
-            _fail_later(session, state, str(result))
+        changed = _principal_changed(state) if _server(state).complete else None
+        if isinstance(result, SaslException) or changed is not None:
+            _fail_later(session, state, changed or str(result))
             return
         if _server(state).complete and state.principal is None:
             refused = state.config.admit(session, sasl_principal(_server(state).authorization_id))
@@ -409,7 +433,7 @@ def _raw_token(session: ProxySession, frame: Frame) -> None:
         session.respond_raw(_SIZE.pack(len(result)) + result)
         if _server(state).complete:
             session.raw_handler = None
-            _succeeded(session, state)
+            _succeeded(session, state, _lifetime(state))
 
     _evaluate(session, state, token, done)
 
@@ -477,19 +501,12 @@ def _authenticate_done(
             error_message="",
         )
         return
-    previous, new = state.principal, _server(state).authorization_id
-    if previous is not None and new != previous:
-        _refuse(
-            session,
-            header,
-            state,
-            _message(
-                reauthentication_principal_error(sasl_principal(previous), sasl_principal(new))
-            ),
-        )
+    changed = _principal_changed(state)
+    if changed is not None:
+        _refuse(session, header, state, changed)
         return
-    if previous is None:
-        refused = state.config.admit(session, sasl_principal(new))
+    if state.principal is None:
+        refused = state.config.admit(session, sasl_principal(_server(state).authorization_id))
         if refused is not None:
             _refuse_connection(session, header, state, refused)
             return
@@ -548,8 +565,8 @@ def _ms(milliseconds: int) -> i64Timedelta:
 
 
 def _lifetime(state: SaslState) -> int:
-    if state.handshake_version == 0:
-        return 0  # the v0 flow has no way to tell the client about a lifetime
+    """The session's lifetime; also for the v0 flow, which cannot tell the client: Kafka
+    expires (and re-authenticates) those sessions too."""
     expiry = _server(state).credential_expiration_ms()
     return session_lifetime_ms(expiry, state.config.max_reauth_ms or None, state.config.clock_ms())
 

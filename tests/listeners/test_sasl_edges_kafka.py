@@ -128,6 +128,7 @@ def _describe(step: Send, frame: bytes) -> tuple[Any, ...]:
 
 
 LOGIN = (handshake(1), authenticate(2))
+V0_LOGIN = (handshake(0), Send(None, token=PLAIN_TOKEN))
 
 #: name -> the frames a client sends (issue 20's list)
 SEQUENCES: dict[str, tuple[Send, ...]] = {
@@ -141,7 +142,8 @@ SEQUENCES: dict[str, tuple[Send, ...]] = {
     "handshake_v0_after_success": (*LOGIN, handshake(0)),
     "handshake_v0_then_kafka_request": (handshake(0), metadata(12)),
     "handshake_v0_then_handshake": (handshake(0), handshake(1)),
-    "handshake_v0_then_bare_token": (handshake(0), Send(None, token=PLAIN_TOKEN)),
+    "handshake_v0_then_bare_token": (*V0_LOGIN, api_versions(3)),
+    "v0_login_then_handshake": (*V0_LOGIN, handshake(1), api_versions(3)),
     "unsupported_mechanism": (handshake(1, "GSSAPI"),),
     "wrong_password": (handshake(1), authenticate(2, b"\0alice\0wrong")),
     "api_versions_handshake_authenticate": (api_versions(3), *LOGIN, metadata(12)),
@@ -154,11 +156,22 @@ REAUTH_SEQUENCES: dict[str, tuple[Send, ...]] = {
     "reauthentication_then_metadata": (*LOGIN, handshake(1), metadata(12)),
     "reauthentication_then_handshake": (*LOGIN, handshake(1), handshake(1)),
     "reauthentication_then_api_versions": (*LOGIN, handshake(1), api_versions(3)),
+    # at most once a second (from the latest re-authentication's start): the third
+    # handshake is answered 34 and the connection goes on
+    "reauthentication_twice_within_a_second": (*LOGIN, *LOGIN, *LOGIN, api_versions(3)),
+    # v0 sessions have the lifetime too (the client cannot be told)
+    "v0_login_then_reauthentication": (*V0_LOGIN, *LOGIN, api_versions(3)),
+    "v0_login_then_v0_reauthentication": (*V0_LOGIN, *V0_LOGIN, api_versions(3)),
+    "v0_reauthentication_then_handshake": (*LOGIN, *V0_LOGIN, *LOGIN, api_versions(3)),
+    # Kafka re-authenticates with a SaslHandshake v0 and bare tokens too
+    "reauthentication_v0": (*LOGIN, handshake(0), Send(None, token=PLAIN_TOKEN), metadata(12)),
+    "reauthentication_v0_then_kafka_request": (*LOGIN, handshake(0), metadata(12)),
+    "reauthentication_v0_as_another_user": (
+        *LOGIN,
+        handshake(0),
+        Send(None, token=b"\0bob\0bob-secret"),
+    ),
 }
-#: Kafka accepts a SaslHandshake v0 to re-authenticate, then closes on the first bare token
-#: that completes the exchange (it re-authenticates only with SaslAuthenticate); aclgate
-#: refuses the handshake (34) and closes: docs/design.md, "SASL state errors"
-V0_REAUTHENTICATION = (*LOGIN, handshake(0))
 LIFETIME_MS = 60_000
 
 
@@ -217,12 +230,6 @@ def test_sasl_edge_case_answered_as_kafka(pairs, name):
 @pytest.mark.parametrize("name", REAUTH_SEQUENCES)
 def test_reauthentication_edge_case_answered_as_kafka(pairs, name):
     _compare(pairs(True), REAUTH_SEQUENCES[name])
-
-
-@pytest.mark.kafka
-@pytest.mark.xfail(strict=True, reason="documented difference: v0 re-authentication refused")
-def test_v0_reauthentication_differs(pairs):
-    _compare(pairs(True), V0_REAUTHENTICATION)
 
 
 # ------------------------------------------------------------ aclgate's own bound (no Kafka)
