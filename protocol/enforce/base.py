@@ -427,13 +427,16 @@ class PerEntry(ApiHandler):
         code = DENIED_CODE[self.resource_type]
         marked: KioBody | None = None
         for entry in denied:
-            name = getattr(entry, "name", None)
-            if not isinstance(name, str) or isinstance(entry, type):
+            name = self.name(entry)
+            fields = _name_field(entry, name)
+            if name is None or fields is None:
                 return None  # plain names (DeleteGroups), or entries named by id
-            shape = _shape(entry)
+            field, others = fields
+            shape = tuple([getattr(entry, f) for f in others])
             template = shapes.get(shape)
             if template is None:
-                marked = self.error_entry(header, dataclasses.replace(entry, name=NAME_MARK), code)
+                mark = dataclasses.replace(entry, **{field: NAME_MARK})
+                marked = self.error_entry(header, mark, code)
                 template = shapes[shape] = NamedEntry(marked)
             items.append(template.render(name))
         if marked is None or not next(iter(shapes.values())).echoes:
@@ -542,19 +545,24 @@ class DecidedOnHeader:
             session.respond(header, self.check.denied_answer(header, frame))
 
 
-#: entry class -> its fields but `name`
-_OTHER_FIELDS: dict[type, tuple[str, ...]] = {}
+#: entry class -> (the field holding its name, its other fields)
+_NAME_FIELDS: dict[type, tuple[str, tuple[str, ...]]] = {}
 
 
-def _shape(entry: KioBody) -> tuple[Any, ...]:
-    """An entry's fields but its name: entries of one shape answer alike but for the name."""
+def _name_field(entry: KioBody, name: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """(the string field `name` was read from, the others) of a request entry: entries
+    alike in the others answer alike but for the name."""
     cls = type(entry)
-    others = _OTHER_FIELDS.get(cls)
-    if others is None:
-        others = _OTHER_FIELDS[cls] = tuple(
-            f.name for f in dataclasses.fields(entry) if f.name != "name"
-        )
-    return tuple(getattr(entry, f) for f in others)
+    if cls in _NAME_FIELDS:
+        return _NAME_FIELDS[cls]
+    if not (dataclasses.is_dataclass(entry) and isinstance(name, str)):
+        return None
+    fields = [f.name for f in dataclasses.fields(entry)]
+    holders = [f for f in fields if getattr(entry, f) is name]
+    if len(holders) != 1:  # not found, or two fields holding one (interned) string
+        return None  # decided on a later entry
+    found = _NAME_FIELDS[cls] = (holders[0], tuple(f for f in fields if f != holders[0]))
+    return found
 
 
 def _array_item(cls: type, array: str) -> type:

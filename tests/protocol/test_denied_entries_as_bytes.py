@@ -47,6 +47,8 @@ GROUPS_ALLOWED = [
 ]
 POLICIES = {"nothing allowed": [], "topics denied": GROUPS_ALLOWED}
 NAMES = ("t0", "__consumer_offsets", "t1", "t0", "ünïcode-topic")
+#: the fields a per-entry request names its resource in (by id: tests/enforce)
+NAME_FIELDS = {"name", "topic"}
 
 
 def _sample(cls: type, name: str | None) -> Any:
@@ -61,8 +63,9 @@ def _sample(cls: type, name: str | None) -> Any:
             (element, *_rest) = typing.get_args(base_tp)
             if isinstance(element, type) and issubclass(element, int):
                 overrides[field] = (element(0), element(1))
-    if name is not None and any(f == "name" for f, *_ in _field_info(cls)):
-        overrides["name"] = name
+    named = [f for f, *_ in _field_info(cls) if f in NAME_FIELDS]
+    if name is not None and named:
+        overrides[named[0]] = name
     entity = build(cls, ErrorCode.none, overrides=overrides)
     # strings of kio's own str types (group ids, member ids) that `build` leaves None
     unset = {
@@ -87,7 +90,7 @@ def _cases() -> Iterator[tuple[int, int, base.PerEntry]]:
         if isinstance(row.handler, base.PerEntry):
             for version in range(row.versions[0], row.versions[1] + 1):
                 item = _item(int(key), version, row.handler)
-                if item is None or "name" in {f.name for f in dataclasses.fields(item)}:
+                if item is None or NAME_FIELDS & {f.name for f in dataclasses.fields(item)}:
                     yield int(key), version, row.handler
 
 
