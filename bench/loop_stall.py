@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from aclgate.protocol.codec import encode_request
+from aclgate.protocol.lengths import length_prefix
 from tests.fixtures.rawclient import request_entity
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -144,15 +145,6 @@ class Pinger:
 # ------------------------------------------------------------------- building large frames
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def frame_with_entries(
     api_key: int,
     version: int,
@@ -179,66 +171,51 @@ def frame_with_entries(
     assert template.count(first) == 1, "the entry's name must be unique in it"
     cut = template.index(first)
     head, tail = template[:cut], template[cut + len(first) :]
-    if flexible:
-        start, counted = f1[:prefix], _uvarint(count + 1)
-    else:
-        start, counted = f1[: prefix - 3], _SIZE.pack(count)
+    start, counted = f1[: prefix if flexible else prefix - 3], length_prefix(count, flexible)
     body = b"".join(
         [start, counted, *(head + names(i).encode() + tail for i in range(count)), suffix]
     )
     return _SIZE.pack(len(body)) + body
 
 
-def create_acls_frame(count: int) -> bytes:
-    """CreateAcls v3 with `count` creations of distinct topic ACLs."""
+def _acl_frame(
+    api_key: int, array: str, entity: str, name: str, count: int, **fields: Any
+) -> bytes:
+    """CreateAcls or DeleteAcls v3 whose `array` holds `count` topic ACL entries (`entity`),
+    entry i naming `name` + i in its name field (the first of `fields`)."""
+    from tests.fixtures.rawclient import module
 
-    def creation(i: int) -> Any:
-        from tests.fixtures.rawclient import module
+    name_field = next(iter(fields))
 
-        return module(30, 3).AclCreation(
-            resource_type=2,
-            resource_name=f"t{i:09d}",
-            resource_pattern_type=3,
-            principal="User:x",
-            host="*",
-            operation=2,
-            permission_type=3,
-        )
+    def entry(i: int) -> Any:
+        return getattr(module(api_key, 3), entity)(**{**fields, name_field: f"{name}{i:09d}"})
 
     return frame_with_entries(
-        30,
+        api_key,
         3,
-        lambda entries: request_entity(30, 3, creations=tuple(entries)),
-        creation,
-        lambda i: f"t{i:09d}",
+        lambda entries: request_entity(api_key, 3, **{array: tuple(entries)}),
+        entry,
+        lambda i: f"{name}{i:09d}",
         count,
     )
+
+
+def create_acls_frame(count: int) -> bytes:
+    """CreateAcls v3 with `count` creations of distinct topic ACLs."""
+    return _acl_frame(
+        30, "creations", "AclCreation", "t", count,
+        resource_name="", resource_type=2, resource_pattern_type=3, principal="User:x",
+        host="*", operation=2, permission_type=3,
+    )  # fmt: skip
 
 
 def delete_acls_frame(count: int) -> bytes:
     """DeleteAcls v3 with `count` literal topic filters that match nothing."""
-
-    def acl_filter(i: int) -> Any:
-        from tests.fixtures.rawclient import module
-
-        return module(31, 3).DeleteAclsFilter(
-            resource_type_filter=2,
-            resource_name_filter=f"nomatch{i:09d}",
-            pattern_type_filter=3,
-            principal_filter="User:nobody",
-            host_filter="*",
-            operation=2,
-            permission_type=3,
-        )
-
-    return frame_with_entries(
-        31,
-        3,
-        lambda entries: request_entity(31, 3, filters=tuple(entries)),
-        acl_filter,
-        lambda i: f"nomatch{i:09d}",
-        count,
-    )
+    return _acl_frame(
+        31, "filters", "DeleteAclsFilter", "nomatch", count,
+        resource_name_filter="", resource_type_filter=2, pattern_type_filter=3,
+        principal_filter="User:nobody", host_filter="*", operation=2, permission_type=3,
+    )  # fmt: skip
 
 
 def metadata_frame(count: int) -> bytes:
