@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.addresses import rewrite_describe_cluster
+from aclgate.protocol.codec import encode_entity
 from aclgate.protocol.enforce.base import (
     ApiHandler,
     KioBody,
@@ -20,8 +21,9 @@ from aclgate.protocol.enforce.base import (
     forward,
     merged_response,
     reencode_request,
+    spliced_answer,
 )
-from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
 from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext
 from aclgate.protocol.enforce.protected import cluster_grant_excludes
 from aclgate.protocol.enforce.topics import ZERO, resolve
@@ -133,17 +135,21 @@ class CreateTopicsHandler(ApiHandler):
                     f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
                 )
             )
-        errors += [
-            self._result(mod, n, DENIED, "Authorization failed.")
-            for n in candidates
-            if n not in creatable
-        ]
+        refused = [n for n in candidates if n not in creatable]
         kept = [t for t in request.topics if t.name in creatable]
         if not kept:
-            answer(
-                session, header, error_body(header, request, ErrorCode.none, topics=tuple(errors))
+            # the refused topics' results rendered as bytes from one (issue 20)
+            marked = self._result(mod, NAME_MARK, DENIED, "Authorization failed.")
+            template = NamedEntry(marked)
+            items = [encode_entity(e) for e in errors] + [template.render(n) for n in refused]
+            empty = dataclasses.replace(request, topics=())  # not mirrored for nothing
+            one = error_body(header, empty, ErrorCode.none, topics=(marked,))
+            session.respond(
+                header,
+                spliced_answer(header.correlation_id, one, marked, len(items), b"".join(items)),
             )
             return
+        errors += [self._result(mod, n, DENIED, "Authorization failed.") for n in refused]
         body: Frame = frame
         if len(kept) != len(request.topics):
             body = reencode_request(frame, header, dataclasses.replace(request, topics=tuple(kept)))

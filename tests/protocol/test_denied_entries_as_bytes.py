@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -26,9 +27,10 @@ from aclgate.authz.model import (
 )
 from aclgate.protocol import codec
 from aclgate.protocol.enforce import base, metadata
+from aclgate.protocol.enforce.admin import CreateTopicsHandler
 from aclgate.protocol.enforce.build import _entity_item, _field_info, _unwrap_optional, build
 from aclgate.protocol.enforce.table import TABLE, request_limits
-from aclgate.protocol.versions import request_class, response_module
+from aclgate.protocol.versions import request_class, response_class, response_module
 from bench.loop_stall import entries_at_limit, list_offsets_frame, metadata_frame
 from tests.protocol.test_request_limits import _session
 
@@ -246,3 +248,52 @@ def test_peeked_denied_metadata_is_answered_as_the_decoded_path(count, monkeypat
             session.client_data(frame)
             out.append(bytes(io.client))
     assert out[0] == out[1] and out[0]
+
+
+def _create_topics(version: int, names: Sequence[str]) -> bytes:
+    from kio.static.primitive import i32Timedelta
+
+    from tests.fixtures.rawclient import module, request_entity
+
+    topic = module(19, version).CreatableTopic
+    topics = tuple(
+        topic(name=n, num_partitions=1, replication_factor=1, assignments=(), configs=())
+        for n in names
+    )
+    timeout = i32Timedelta.parse(timedelta(seconds=1))
+    return codec.encode_request(
+        11, request_entity(19, version, topics=topics, timeout=timeout, validate_only=False)
+    )
+
+
+@pytest.mark.parametrize("version", range(2, 8))
+def test_denied_create_topics_answer_is_the_one_kio_builds(version):
+    """Every topic refused (duplicates and __cluster_metadata first, as Kafka orders them):
+    the results kio builds and encodes one by one."""
+    session, io = _session([])
+    session.client_data(_create_topics(version, ("t0", "t1", "t0", "__cluster_metadata", "ü")))
+    mod = response_module(19, version)
+    result = CreateTopicsHandler._result
+    topics = (
+        result(mod, "t0", ErrorCode.invalid_request, "Duplicate topic name."),
+        result(mod, "__cluster_metadata", ErrorCode.invalid_request,
+               "Creation of internal topic __cluster_metadata is prohibited."),
+        result(mod, "t1", ErrorCode.topic_authorization_failed, "Authorization failed."),
+        result(mod, "ü", ErrorCode.topic_authorization_failed, "Authorization failed."),
+    )  # fmt: skip
+    body = build(response_class(19, version), ErrorCode.none, overrides={"topics": topics})
+    assert bytes(io.client) == codec.encode_response(11, body)
+
+
+def test_denied_create_topics_at_its_limit_builds_no_result_per_topic(monkeypatch):
+    """Before: one CreatableTopicResult built per refused topic, and the request mirrored
+    once more (52,426 topics: ~760 ms in-process; now ~300 ms)."""
+    count = 52_000
+    frame = _create_topics(7, [f"d{i:09d}" for i in range(count)])
+    assert len(frame) - 4 <= request_limits()[19]
+    built = _counting(monkeypatch, response_module(19, 7).CreatableTopicResult)
+    session, io = _session([])
+    session.client_data(frame)
+    answer = codec.decode_response(bytes(io.client), 19, 7)
+    assert len(answer.topics) == count
+    assert built[0] <= 2  # before: 52,000
