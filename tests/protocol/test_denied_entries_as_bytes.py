@@ -30,6 +30,7 @@ from aclgate.protocol.enforce import base, metadata
 from aclgate.protocol.enforce.admin import CreateTopicsHandler
 from aclgate.protocol.enforce.build import _entity_item, _field_info, _unwrap_optional, build
 from aclgate.protocol.enforce.table import TABLE, request_limits
+from aclgate.protocol.header import parse_request_header
 from aclgate.protocol.versions import request_class, response_class, response_module
 from bench.loop_stall import entries_at_limit, list_offsets_frame, metadata_frame
 from tests.protocol.test_request_limits import _session
@@ -47,7 +48,13 @@ GROUPS_ALLOWED = [
     )
     for rtype in (ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID)
 ]
-POLICIES = {"nothing allowed": [], "topics denied": GROUPS_ALLOWED}
+T1_ALLOWED = AclBinding(ResourceType.TOPIC, "t1", PatternType.LITERAL, "User:ANONYMOUS", "*",
+                        AclOperation.ALL, AclPermissionType.ALLOW)  # fmt: skip
+POLICIES = {
+    "nothing allowed": [],
+    "topics denied": GROUPS_ALLOWED,
+    "one topic allowed": [*GROUPS_ALLOWED, T1_ALLOWED],
+}
 NAMES = ("t0", "__consumer_offsets", "t1", "t0", "ünïcode-topic")
 #: the fields a per-entry request names its resource in (by id: tests/enforce)
 NAME_FIELDS = {"name", "topic"}
@@ -104,15 +111,29 @@ def _request(api_key: int, version: int, handler: base.PerEntry) -> bytes:
     return codec.encode_request(11, request)
 
 
-def _answers(frame: bytes, acls: list[AclBinding], patch: pytest.MonkeyPatch) -> list[bytes]:
-    """(the answer now, the answer of the kio path entry by entry)."""
+def _answers(
+    frame: bytes, acls: list[AclBinding], patch: pytest.MonkeyPatch, handler: base.PerEntry
+) -> list[bytes]:
+    """(the answer now, the answer of the kio path entry by entry); what is forwarded is
+    answered by a broker that mirrors it with no error."""
     out = []
     for kio_path in (False, True):
         with patch.context() as m:
             if kio_path:
-                m.setattr(base.PerEntry, "denied_answer", lambda *_: None)
+                m.setattr(base.PerEntry, "denied_items", lambda *_: None)
             session, io = _session(acls)
             session.client_data(frame)
+            if io.upstream:
+                forwarded = bytes(io.upstream)
+                header = parse_request_header(memoryview(forwarded))
+                request = codec.decode_request(memoryview(forwarded), header)
+                cls = response_class(header.api_key, header.api_version)
+                mirrored = build(cls, ErrorCode.none, request, handler.aliases)
+                try:
+                    broker = codec.encode_response(header.correlation_id, mirrored)
+                except codec.MalformedResponse:  # plain names (groups): not mirrored here
+                    pytest.skip("no broker answer mirrored for this request")
+                session.upstream_data(broker)
             assert io.closed is None
             out.append(bytes(io.client))
     return out
@@ -124,7 +145,7 @@ def _answers(frame: bytes, acls: list[AclBinding], patch: pytest.MonkeyPatch) ->
 )
 def test_denied_per_entry_answer_is_the_one_kio_builds(api_key, version, handler, policy):
     now, entry_by_entry = _answers(
-        _request(api_key, version, handler), POLICIES[policy], pytest.MonkeyPatch()
+        _request(api_key, version, handler), POLICIES[policy], pytest.MonkeyPatch(), handler
     )
     assert now == entry_by_entry
 
@@ -297,3 +318,27 @@ def test_denied_create_topics_at_its_limit_builds_no_result_per_topic(monkeypatc
     answer = codec.decode_response(bytes(io.client), 19, 7)
     assert len(answer.topics) == count
     assert built[0] <= 2  # before: 52,000
+
+
+def test_one_allowed_topic_does_not_bring_back_an_entry_per_denied_one(monkeypatch):
+    """A client allowed one topic names it among 34,950 denied ones: the denied entries are
+    spliced into the broker's answer as bytes (before: one kio entry built per denied topic
+    and the whole answer encoded by kio)."""
+    n = entries_at_limit(list_offsets_frame, 2)
+    frame = bytearray(list_offsets_frame(n))
+    first = b"d000000000"
+    frame[frame.index(first) : frame.index(first) + len(first)] = b"t000000001"
+    allowed = AclBinding(ResourceType.TOPIC, "t000000001", PatternType.LITERAL,
+                         "User:ANONYMOUS", "*", AclOperation.ALL, AclPermissionType.ALLOW)  # fmt: skip
+    built = _counting(monkeypatch, response_module(2, 9).ListOffsetsTopicResponse)
+    session, io = _session([allowed])
+    session.client_data(bytes(frame))
+    sent = bytes(io.upstream)
+    forwarded = codec.decode_request(memoryview(sent), parse_request_header(memoryview(sent)))
+    assert [t.name for t in forwarded.topics] == ["t000000001"]
+    broker = build(response_class(2, 9), ErrorCode.none, forwarded)
+    session.upstream_data(codec.encode_response(int.from_bytes(io.upstream[8:12], "big"), broker))
+    answer = codec.decode_response(bytes(io.client), 2, 9)
+    assert [t.name for t in answer.topics[:2]] == ["t000000001", "d000000001"]
+    assert len(answer.topics) == n
+    assert built[0] <= 4  # before: n + 2
