@@ -407,9 +407,13 @@ LARGE = 8 * MiB
 FRAME_LIMIT_ONLY = frozenset(
     {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SYNC_GROUP, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
 )
+#: the APIs whose limit is not SMALL: JoinGroup, and Metadata, which any client may send and
+#: whose every named topic is checked: 512 KiB holds some 18,000 names, and an all-denied one
+#: at that size holds the loop about 50 ms (bench/results/loop_stall.md; 1 MiB: 104-190 ms)
+OTHER_LIMITS: dict[ApiKey, int] = {ApiKey.JOIN_GROUP: LARGE, ApiKey.METADATA: SMALL // 2}
 
 #: The largest request of each API the proxy reads: SMALL for every API of the table (one
-#: added later too) but JoinGroup (LARGE) and FRAME_LIMIT_ONLY; `--max-request-bytes
+#: added later too) but OTHER_LIMITS and FRAME_LIMIT_ONLY; `--max-request-bytes
 #: API=BYTES` changes one. Kafka has one limit for every API (socket.request.max.bytes); these
 #: keep one client's request from holding the event loop every client of the worker shares,
 #: since a request is decoded and checked entry by entry in one go (denied entries answered
@@ -417,10 +421,12 @@ FRAME_LIMIT_ONLY = frozenset(
 #: larger request is refused from its first 6 bytes, before it is read, and the connection
 #: closed, as Kafka closes on a frame over its limit.
 MAX_REQUEST_BYTES: dict[ApiKey, int] = {
-    key: LARGE if key == ApiKey.JOIN_GROUP else SMALL
-    for key in TABLE
-    if key not in FRAME_LIMIT_ONLY
+    key: OTHER_LIMITS.get(key, SMALL) for key in TABLE if key not in FRAME_LIMIT_ONLY
 }
+
+
+def _size(limit: int) -> str:
+    return f"{limit // MiB} MiB" if limit % MiB == 0 else f"{limit // 1024} KiB"
 
 
 def request_limits(overrides: Mapping[int, int] | None = None) -> dict[int, int]:
@@ -485,7 +491,7 @@ def render_docs() -> str:
         if row.header_check is not None:
             checks += "; the cluster check is decided from the request header, before any entry"
         limit = MAX_REQUEST_BYTES.get(key)
-        size = f"{limit // MiB} MiB" if limit else "`--max-frame-bytes`"
+        size = _size(limit) if limit else "`--max-frame-bytes`"
         lines.append(
             f"| {int(key)} | {API_NAMES[key]} | {lo}-{hi} | {checks} "
             f"| {row.handler.granularity} | {size} | {row.note} |"
