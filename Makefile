@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test test-faults lint format bench bench-acl bench-authz bench-idle bench-throughput bench-stream soak kafka-jars spark-jars kafka-up kafka-down clean help
+.PHONY: run test test-faults lint format bench bench-acl bench-authz bench-idle bench-loop-stall bench-throughput bench-stream soak kafka-jars spark-jars kafka-up kafka-down clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -77,6 +77,9 @@ bench-authz: $(TEST_STAMP)  ## authorizer µs/call and load time (writes bench/r
 
 bench-acl: $(TEST_STAMP) kafka-jars  ## kafka ACL store: change on one proxy -> enforced by another (p50/p99), 500,000-ACL replay (writes bench/results/)
 	$(PY) -m bench.acl_propagation $(BENCH_ARGS)
+
+bench-loop-stall: $(TEST_STAMP)  ## worst stall each hostile input of issue 20 causes another client (writes bench/results/)
+	$(PY) -m bench.loop_stall $(BENCH_ARGS)
 
 bench-idle: $(TEST_STAMP)  ## proxy RSS per idle client connection, 10,000 connections (writes bench/results/)
 	$(PY) -m bench.idle_connections $(BENCH_ARGS)
