@@ -43,7 +43,7 @@ test-faults: $(TEST_STAMP) kafka-jars  ## every fault run (3-node Kafka, ~5 min)
 KAFKA_MATRIX ?= 3.9.2
 KAFKA_MATRIX_TESTS := tests/equivalence tests/proxy/test_clients.py tests/kafka/test_java_clients.py \
 	tests/kafka/test_share_streams.py tests/kafka/test_clusters.py tests/kafka/test_tools.py \
-	tests/kafka/test_authz.py tests/enforce/test_fetch_sessions_kafka.py
+	tests/kafka/test_authz.py tests/enforce/test_fetch_sessions_kafka.py tests/listeners/test_sasl_edges_kafka.py
 
 .PHONY: test-kafka-matrix
 test-kafka-matrix: $(TEST_STAMP)  ## transparency + equivalence tests against KAFKA_MATRIX (3.9.2; jars in tests/kafka/lib-<v>)
