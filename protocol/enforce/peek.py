@@ -176,3 +176,59 @@ def _metadata(frame: Frame, pos: int, v: int) -> tuple[str, ...] | None:
     if any(frame[pos : pos + flags]) or frame[pos + flags] != 0:
         return None
     return tuple(names)
+
+
+#: a flexible ListOffsets partition: partition_index, current_leader_epoch, timestamp, tags
+LIST_OFFSETS_PARTITION = struct.Struct(">iiqB")
+
+
+def peek_list_offsets(frame: Frame, header: RequestHeader) -> list[tuple[str, bytes]] | None:
+    """(name, its partitions' bytes) of each topic of a flexible ListOffsets request (v6+,
+    what clients send), read in place, every length checked against the frame; None for
+    anything else (null or empty names or arrays, tagged fields, a cut-short or non-UTF-8
+    request): the full path reads that one, so the peek never accepts what kio refuses."""
+    if header.api_version < 6:
+        return None
+    try:
+        return _list_offsets(
+            frame, header.body_offset + 5, header.api_version
+        )  # replica, isolation
+    except (IndexError, ValueError, SerialError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _list_offsets(frame: Frame, pos: int, v: int) -> list[tuple[str, bytes]] | None:
+    size = LIST_OFFSETS_PARTITION.size
+    count, pos = _uvarint(frame, pos)  # compact array: count + 1, 0 = null
+    if count <= 1:
+        return None
+    end = len(frame)
+    topics: list[tuple[str, bytes]] = []
+    for _ in range(count - 1):
+        n = frame[pos]  # name length + 1: one byte inline (names under 127 bytes)
+        pos += 1
+        if n >= 0x80:
+            n, pos = _uvarint(frame, pos - 1)
+        if n <= 1 or pos + n - 1 > end:
+            return None
+        name = str(frame[pos : pos + n - 1], "utf-8")
+        pos += n - 1
+        parts = frame[pos]  # partition count + 1, likewise
+        after = pos + 1
+        if parts >= 0x80:
+            parts, after = _uvarint(frame, pos)
+        if parts == 0:
+            return None
+        stop = after + (parts - 1) * size
+        if stop >= end:  # the topic's tagged fields follow
+            return None
+        shape = bytes(frame[pos:stop])
+        if any(shape[after - pos + size - 1 :: size]) or frame[stop] != 0:
+            return None  # partition or topic tagged fields
+        topics.append((name, shape))
+        pos = stop + 1
+    if v >= 10:
+        pos += 4  # timeout_ms
+    if pos >= end or frame[pos] != 0:  # request tagged fields
+        return None
+    return topics

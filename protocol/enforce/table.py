@@ -52,6 +52,7 @@ from aclgate.protocol.enforce.groups import (
     OffsetFetchHandler,
 )
 from aclgate.protocol.enforce.metadata import MetadataHandler
+from aclgate.protocol.enforce.offsets import ListOffsetsHandler
 from aclgate.protocol.enforce.partitions import (
     CreatePartitionsHandler,
     DescribeTopicPartitionsHandler,
@@ -159,7 +160,7 @@ TABLE: dict[ApiKey, Row] = {
     ApiKey.FETCH: Row((4, 18), FetchHandler()),
     ApiKey.LIST_OFFSETS: Row(
         (1, 11),
-        per_topic(Op.DESCRIBE),
+        ListOffsetsHandler("topics", "topics", Op.DESCRIBE, Res.TOPIC),
         note="offset, timestamp and leader epoch -1 on denied partitions",
     ),
     ApiKey.METADATA: Row((0, 13), MetadataHandler()),
