@@ -2,12 +2,19 @@
 
     python -m bench.soak --minutes 30                 # or: make soak (not in CI, not in make test)
     python -m bench.soak --minutes 3 --broker tansu   # shorter, against the embedded broker
+    python -m bench.soak --minutes 3 --listener mtls  # or sasl_ssl; default ssl
 
 Why: a leak, a slow error or a message lost at a reload shows only over time (issue 15,
 item 6). The run puts `aclgate serve` (a child process, uvloop: tests/fixtures/proxyprocess.py)
-with an SSL listener (certificates from the dev PKI, `aclgate certs`) and an ACL file in front
+with a TLS listener (certificates from the dev PKI, `aclgate certs`) and an ACL file in front
 of a 1-node Apache Kafka (tests/kafka/cluster.py; `--broker tansu` for the embedded broker),
 then for --minutes runs, all through the proxy, with librdkafka (confluent-kafka):
+
+* --listener (LISTENERS): `ssl` (default; no client certificates, principal User:ANONYMOUS),
+  `mtls` (--ssl-client-auth required; every client, including the certificate probe, presents
+  a dev-PKI client certificate, principal User:CN=soak) or `sasl_ssl` (SCRAM-SHA-512 from a
+  users file, principal User:soak, KIP-368 re-authentication every --reauth-ms). The ACL
+  grants and the toggled ACL name that principal, so every check runs authenticated;
 
 * produce: an idempotent producer (acks=all) numbering every message (value = its sequence
   number), at --rate messages/s over the topic's partitions;
@@ -54,13 +61,68 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aclgate.proxy.usersfile import add_user
 from bench.recording import measured_code, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPIC = "soak"
 TOGGLE_TOPIC = "toggle"
-PRINCIPAL = "User:ANONYMOUS"  # an SSL listener without client certificates
+SASL_USER, SASL_PASSWORD = "soak", "soak-secret"
+CLIENT_SUBJECT = "CN=soak"  # the mTLS client certificate; its principal is User:<subject>
+
+
+@dataclass(frozen=True)
+class Listener:
+    """How clients reach and authenticate to the proxy: its flags, librdkafka's settings and
+    the principal the ACLs grant (the checks are only meaningful authenticated as it)."""
+
+    title: str
+    principal: str
+    proxy_args: tuple[str, ...]
+    client: dict[str, str]
+    client_cert: bool = False  # the certificate probe presents the client certificate too
+
+
+def listeners(pki: Path, users_file: Path, reauth_ms: int) -> dict[str, Listener]:
+    """The soak's listeners (--listener): SSL, mTLS and SASL_SSL with SCRAM-SHA-512."""
+    tls = (
+        *("--ssl-certfile", str(pki / "server.crt")),
+        *("--ssl-keyfile", str(pki / "server.key")),
+    )
+    return {
+        "ssl": Listener("SSL", "User:ANONYMOUS", ("--listener-security-protocol", "SSL", *tls), {}),
+        "mtls": Listener(
+            "mTLS",
+            f"User:{CLIENT_SUBJECT}",
+            (
+                *("--listener-security-protocol", "SSL", *tls),
+                *("--ssl-cafile", str(pki / "ca.crt"), "--ssl-client-auth", "required"),
+            ),
+            {
+                "ssl.certificate.location": str(pki / "soak.crt"),
+                "ssl.key.location": str(pki / "soak.key"),
+            },
+            client_cert=True,
+        ),
+        "sasl_ssl": Listener(
+            "SASL_SSL (SCRAM-SHA-512)",
+            f"User:{SASL_USER}",
+            (
+                *("--listener-security-protocol", "SASL_SSL", *tls),
+                *("--sasl-mechanisms", "SCRAM-SHA-512", "--users-file", str(users_file)),
+                *("--connections-max-reauth-ms", str(reauth_ms)),
+            ),
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": SASL_USER,
+                "sasl.password": SASL_PASSWORD,
+            },
+        ),
+    }
+
+
 MB = 1024 * 1024
 
 
@@ -187,7 +249,9 @@ def ticks(interval: float, stop: threading.Event) -> Any:
         yield
 
 
-def client_config(bootstrap: str, ca: Path, tally: Tally, **extra: Any) -> dict[str, Any]:
+def client_config(
+    bootstrap: str, ca: Path, tally: Tally, listener: Listener, **extra: Any
+) -> dict[str, Any]:
     def on_error(err: Any) -> None:
         tally.client_errors[err.name()] += 1
 
@@ -197,6 +261,7 @@ def client_config(bootstrap: str, ca: Path, tally: Tally, **extra: Any) -> dict[
         "ssl.ca.location": str(ca),
         "error_cb": on_error,
         "log_level": 3,
+        **listener.client,
         **extra,
     }
 
@@ -343,6 +408,7 @@ class Proxy:
 
 def acl_loop(
     proxy: Proxy,
+    principal: str,
     acl_file: Path,
     admin_cfg: dict[str, Any],
     interval: float,
@@ -354,7 +420,7 @@ def acl_loop(
 
     admin = AdminClient(admin_cfg)
     present = False
-    acl = ("--allow-principal", PRINCIPAL, "--operation", "Read", "--topic", TOGGLE_TOPIC)
+    acl = ("--allow-principal", principal, "--operation", "Read", "--topic", TOGGLE_TOPIC)
     for _ in ticks(interval, stop):
         before = proxy.policy_version()
         t0 = time.monotonic()
@@ -399,9 +465,13 @@ def acl_loop(
             tally.problem(f"ACL change {len(tally.acl_changes)} ({action}) not in effect: {entry}")
 
 
-def served_certificate(address: str, ca: Path) -> bytes:
+def served_certificate(address: str, ca: Path, client_cert: Path | None) -> bytes:
+    """The certificate a new TLS connection is served (presenting `client_cert`, NAME.crt
+    beside NAME.key, where the listener requires one)."""
     host, port = address.rsplit(":", 1)
     context = ssl.create_default_context(cafile=str(ca))
+    if client_cert is not None:
+        context.load_cert_chain(client_cert, client_cert.with_suffix(".key"))
     with (
         socket.create_connection((host, int(port)), timeout=10) as raw,
         context.wrap_socket(raw, server_hostname=host) as tls,
@@ -412,7 +482,12 @@ def served_certificate(address: str, ca: Path) -> bytes:
 
 
 def cert_loop(
-    proxy_address: str, pki: Path, interval: float, tally: Tally, stop: threading.Event
+    proxy_address: str,
+    pki: Path,
+    client_cert: Path | None,
+    interval: float,
+    tally: Tally,
+    stop: threading.Event,
 ) -> None:
     """Re-issue the server certificate in place; a new TLS connection must get the new one."""
     for _ in ticks(interval, stop):
@@ -442,7 +517,7 @@ def cert_loop(
         while time.monotonic() - t0 < 20:
             attempts += 1
             try:
-                if served_certificate(proxy_address, pki / "ca.crt") == new:
+                if served_certificate(proxy_address, pki / "ca.crt", client_cert) == new:
                     seen = time.monotonic() - t0
                     break
             except (OSError, ssl.SSLError) as exc:
@@ -607,7 +682,7 @@ def markdown(data: dict[str, Any], plot: str = "soak.png") -> str:
         f"a {cfg['minutes']:g}-minute run" if cfg["minutes"] < 30 else f"{cfg['minutes']:g} minutes"
     )
     lines = [
-        f"# Soak: {label} through aclgate",
+        f"# Soak: {label} through aclgate ({data['listener']} listener)",
         "",
         f"Recorded {data['recorded_at']} with `{data['command']}` {measured_code(env)}"
         f", {data['broker']['name']} {data['broker']['version']} (1 node), Python "
@@ -625,7 +700,7 @@ def markdown(data: dict[str, Any], plot: str = "soak.png") -> str:
             "",
         ]
     lines += [
-        f"Traffic through an SSL listener: an idempotent producer (acks=all) at "
+        f"Traffic through an {data['listener']} listener as {data['principal']}: an idempotent producer (acks=all) at "
         f"{cfg['rate']:g} messages/s over {cfg['partitions']} partitions, a consumer group "
         f"reading along, admin requests every {cfg['admin_interval']:g} s; an ACL change every "
         f"{cfg['acl_interval']:g} s and a certificate reload every {cfg['cert_interval']:g} s.",
@@ -761,13 +836,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--progress-interval", type=float, default=30.0, help="seconds between progress lines"
     )
+    p.add_argument(
+        "--listener",
+        choices=("ssl", "mtls", "sasl_ssl"),
+        default="ssl",
+        help="how the clients connect: SSL, mTLS (client certificates) or SASL_SSL with "
+        "SCRAM-SHA-512 (default ssl)",
+    )
+    p.add_argument(
+        "--reauth-ms",
+        type=int,
+        default=10_000,
+        help="sasl_ssl: aclgate's --connections-max-reauth-ms, KIP-368 (default 10000)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     p.add_argument(
         "--stem",
-        default="soak",
-        help="file names: <stem>.json, <stem>.md, <stem>.png (default soak)",
+        help="file names: <stem>.json, <stem>.md, <stem>.png (default soak, soak-mtls or "
+        "soak-sasl-ssl)",
     )
     args = p.parse_args(argv)
+    if args.stem is None:
+        args.stem = "soak" if args.listener == "ssl" else f"soak-{args.listener.replace('_', '-')}"
     if args.warmup_seconds is None:
         args.warmup_seconds = min(300.0, max(30.0, args.minutes * 6))
         args.warmup_seconds = min(args.warmup_seconds, args.minutes * 30)  # at most half the run
@@ -791,8 +881,12 @@ def main(argv: list[str] | None = None) -> int:
         pki = work / "pki"
         cli("certs", "init", "--out", str(pki))
         cli("certs", "server", "--out", str(pki), "--ip", "127.0.0.1", "--dns", "localhost")
+        cli("certs", "client", "--out", str(pki), "--name", "soak", "--subject", CLIENT_SUBJECT)
+        users_file = work / "users.json"
+        add_user(users_file, SASL_USER, SASL_PASSWORD, ["SCRAM-SHA-512"])
+        listener = listeners(pki, users_file, args.reauth_ms)[args.listener]
         acl_file = work / "acls.json"
-        base = ("--acl-file", str(acl_file), "--add", "--allow-principal", PRINCIPAL)
+        base = ("--acl-file", str(acl_file), "--add", "--allow-principal", listener.principal)
         prefixed = ("--resource-pattern-type", "PREFIXED")
         cli("acls", *base, "--operation", "All", "--topic", TOPIC, *prefixed)
         cli("acls", *base, "--operation", "All", "--group", "soak", *prefixed)
@@ -807,18 +901,17 @@ def main(argv: list[str] | None = None) -> int:
             proxy_args = [
                 *("--upstream", broker.address, "--listen", "127.0.0.1:0"),
                 *("--metrics-listen", "127.0.0.1:0", "--acl-file", str(acl_file)),
-                *("--listener-security-protocol", "SSL"),
-                *("--ssl-certfile", str(pki / "server.crt")),
-                *("--ssl-keyfile", str(pki / "server.key")),
+                *listener.proxy_args,
             ]
             proxy = Proxy(proxy_args, work / "aclgate.log")
             address = proxy.process.bootstrap
             print(
                 f"aclgate on {address} (pid {proxy.process.proc.pid}) in front of "
-                f"{broker.name} {broker.version} at {broker.address}",
+                f"{broker.name} {broker.version} at {broker.address}, {listener.title} "
+                f"listener, clients as {listener.principal}",
                 flush=True,
             )
-            cfg = client_config(address, pki / "ca.crt", tally)
+            cfg = client_config(address, pki / "ca.crt", tally, listener)
             threads = [
                 threading.Thread(target=produce_loop, args=(cfg, args.rate, tally, stop)),
                 threading.Thread(target=consume_loop, args=(cfg, tally, stop)),
@@ -827,10 +920,19 @@ def main(argv: list[str] | None = None) -> int:
                     args=(cfg, args.admin_interval, args.partitions, tally, stop),
                 ),
                 threading.Thread(
-                    target=acl_loop, args=(proxy, acl_file, cfg, args.acl_interval, tally, stop)
+                    target=acl_loop,
+                    args=(proxy, listener.principal, acl_file, cfg, args.acl_interval, tally, stop),
                 ),
                 threading.Thread(
-                    target=cert_loop, args=(address, pki, args.cert_interval, tally, stop)
+                    target=cert_loop,
+                    args=(
+                        address,
+                        pki,
+                        pki / "soak.crt" if listener.client_cert else None,
+                        args.cert_interval,
+                        tally,
+                        stop,
+                    ),
                 ),
             ]
             first_metrics = proxy.metrics()
@@ -933,6 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
                 "aclgate_acl_file_load_errors_total",
                 "aclgate_acl_file_reloads_total",
                 "aclgate_denial_log_suppressed_total",
+                "aclgate_authentication_",  # SASL logins, KIP-368 re-authentications included
             ),
         ),
         "proxy_metrics_last": last_metrics,
@@ -964,7 +1067,11 @@ def main(argv: list[str] | None = None) -> int:
             "admin_interval": args.admin_interval,
             "sample_interval": args.sample_interval,
             "warmup_seconds": args.warmup_seconds,
+            "listener": args.listener,
+            "reauth_ms": args.reauth_ms if args.listener == "sasl_ssl" else None,
         },
+        "listener": listener.title,
+        "principal": listener.principal,
         "broker": {"name": broker.name, "version": broker.version},
         "librdkafka": confluent_kafka.libversion()[0],
         "environment": env,

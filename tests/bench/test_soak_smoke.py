@@ -1,10 +1,11 @@
 """`python -m bench.soak` runs end to end against tansu and writes well-formed results.
 
-A smoke test (about 20 s of traffic instead of 30 minutes), so the soak harness cannot rot
-between the runs of `make soak`: the processes start, traffic flows through the SSL listener,
-ACL changes and a certificate reload take effect, everything is read back and nothing is lost
-or duplicated, and the report is complete. It asserts nothing about memory: a trend over 20 s
-means nothing (the recorded runs live in bench/results/).
+A smoke test (about 15 s of traffic instead of 30 minutes), so the soak harness cannot rot
+between the runs of `make soak`: the processes start, traffic flows through each listener
+(SSL, mTLS, SASL_SSL with KIP-368 re-authentication) authenticated as the principal the
+ACLs grant, ACL changes and a certificate reload take effect, everything is read back and
+nothing is lost or duplicated, and the report is complete. It asserts nothing about memory:
+a trend over 15 s means nothing (the recorded runs live in bench/results/).
 """
 
 from __future__ import annotations
@@ -21,14 +22,24 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def test_short_soak_against_tansu(tmp_path):
+#: --listener -> (the result files' stem, the title's listener, the principal the ACLs grant)
+LISTENERS = {
+    "ssl": ("soak", "SSL", "User:ANONYMOUS"),
+    "mtls": ("soak-mtls", "mTLS", "User:CN=soak"),
+    "sasl_ssl": ("soak-sasl-ssl", "SASL_SSL (SCRAM-SHA-512)", "User:soak"),
+}
+
+
+@pytest.mark.parametrize("listener", LISTENERS)
+def test_short_soak_against_tansu(tmp_path: Path, listener: str) -> None:
+    stem, title, principal = LISTENERS[listener]
     out = tmp_path / "results"
     run = subprocess.run(
         [
-            *(sys.executable, "-m", "bench.soak", "--broker", "tansu", "--minutes", "0.33"),
+            *(sys.executable, "-m", "bench.soak", "--broker", "tansu", "--minutes", "0.25"),
             *("--rate", "100", "--acl-interval", "3", "--cert-interval", "8"),
             *("--admin-interval", "2", "--sample-interval", "1", "--progress-interval", "5"),
-            *("--out", str(out)),
+            *("--out", str(out), "--listener", listener),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -36,9 +47,10 @@ def test_short_soak_against_tansu(tmp_path):
         timeout=150,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "[  0.1/0.33 min] RSS" in run.stdout  # progress lines while it runs
+    assert "[  0.1/0.25 min] RSS" in run.stdout  # progress lines while it runs
 
-    data = json.loads((out / "soak.json").read_text())
+    data = json.loads((out / f"{stem}.json").read_text())
+    assert (data["listener"], data["principal"]) == (title, principal)
     result = data["result"]
     messages = result["messages"]
     assert messages["acknowledged"] >= 1000, messages
@@ -54,12 +66,13 @@ def test_short_soak_against_tansu(tmp_path):
     assert result["rss"]["verdict"] in ("no growth trend", "growth trend", "shrinking trend")
     assert data["proxy_args"][:2] == ["--upstream", data["proxy_args"][1]]
 
-    md = (out / "soak.md").read_text()
-    assert md.startswith("# Soak: a 0.33-minute run through aclgate")
+    md = (out / f"{stem}.md").read_text()
+    assert md.startswith(f"# Soak: a 0.25-minute run through aclgate ({title} listener)")
+    assert f"listener as {principal}:" in md
     assert "**Lost / duplicated** (read back through aclgate) | **0 / 0**" in md
 
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return  # the plot needs the bench extra; `make test` does not install it
-    assert (out / "soak.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert (out / f"{stem}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
