@@ -518,18 +518,14 @@ KINDS: tuple[InputKind, ...] = (
         "metadata_at_limit",
         "plain",
         _at_limit(metadata_frame, 3),
-        "Metadata v12 naming as many distinct denied topics as its 512 KiB limit holds",
+        "Metadata v12 naming as many distinct denied topics as its 256 KiB limit holds",
     ),
     InputKind(
         "list_offsets_at_limit",
         "plain",
         _at_limit(list_offsets_frame, 2),
-        "ListOffsets v9 listing as many denied topics (one partition each) as 1 MiB holds",
-        over_budget="112-119 ms at load ~1.9 (was 124-228 ms at that load before the "
-        "request was peeked, 184.5 ms quiet, 2,288 ms originally): the request is no longer "
-        "decoded (peek ~20 ms in-process, was ~160 ms), but one authorization per topic and its "
-        "recording take ~32 ms and the cyclic GC passes they trigger up to ~90 ms more, then "
-        "the answer's bytes ~12 ms and the audit's records, 250 a loop turn",
+        "ListOffsets v9 listing as many denied topics (one partition each) as its 256 KiB limit "
+        "holds",
     ),
     InputKind(
         "garbage_frames",

@@ -212,7 +212,8 @@ def test_session_fast_path_checks_the_api_limit_of_a_whole_frame():
 def test_limits_cover_the_small_apis_and_leave_data_apis_at_the_global_limit():
     limits = request_limits()
     assert limits[30] == limits[31] == limits[29] == MiB
-    assert limits[3] == MiB // 2  # Metadata: docs/design.md, "Per-API request size limits"
+    assert limits[3] == limits[2] == MiB // 4  # Metadata, ListOffsets: docs/design.md,
+    # "Per-API request size limits"
     assert limits[11] == 8 * MiB  # JoinGroup
     assert not {0, 1, 14, 78, 79} & set(limits)  # Produce, Fetch, SyncGroup, ShareFetch/Ack
     assert set(MAX_REQUEST_BYTES) <= set(ALLOWED)
