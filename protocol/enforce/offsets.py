@@ -1,9 +1,9 @@
 """ListOffsets: a request whose topics are all denied is answered from its peeked bytes.
 
-A lag exporter asks one broker for the end offsets of every partition it leads, so ListOffsets
-keeps a 1 MiB limit; an all-denied one at that limit (some 35,000 topics) cost ~110 ms in
-kio's decode and ~47 ms in protocol/arrays.py's check before any topic was authorized (issue
-20). Its topics are read in place instead (peek.py `peek_list_offsets`), each distinct name is
+A lag exporter asks one broker for the end offsets of every partition it leads, so a
+ListOffsets can be large (its limit is 256 KiB, table.py `OTHER_LIMITS`); an all-denied one of
+1 MiB (some 35,000 topics) cost ~110 ms in kio's decode and ~47 ms in protocol/arrays.py's
+check before any topic was authorized (issue 20). Its topics are read in place instead (peek.py `peek_list_offsets`), each distinct name is
 decided once, and when none is allowed the answer is rendered as bytes, one `NamedEntry` per
 partitions shape: the bytes the decoding path builds. Otherwise the request is decoded and
 handled as before, with the decisions already made.
