@@ -1035,7 +1035,9 @@ def main(argv: list[str] | None = None) -> int:
                 "aclgate_acl_file_load_errors_total",
                 "aclgate_acl_file_reloads_total",
                 "aclgate_denial_log_suppressed_total",
-                "aclgate_authentication_",  # SASL logins, KIP-368 re-authentications included
+                # SASL logins, KIP-368 re-authentications included
+                "aclgate_authentication_successes_total",
+                "aclgate_authentication_failures_total",
             ),
         ),
         "proxy_metrics_last": last_metrics,
