@@ -335,6 +335,14 @@ class ProxyConfig:
         boolean=True,
         help="start with an empty policy when --acl-file does not exist yet (it is loaded when it appears)",
     )
+    early_start: bool = _setting(
+        False,
+        boolean=True,
+        help="open the client listener before the ACL store has loaded (Kafka's "
+        "early.start.listeners): super users are served at once, every other principal's "
+        "requests are answered UNKNOWN_SERVER_ERROR, as Kafka answers them there, until the "
+        "policy is in force (default: the listener opens once it is)",
+    )
     acl_topic: str = _setting(
         "__aclgate_acls",
         metavar="NAME",

@@ -289,9 +289,19 @@ class ProxyServer:
             self.metrics_address = await self.health.start(*self.config.metrics_listen)
             log.info("metrics and health on http://%s:%d/metrics", *self.metrics_address)
         try:
-            await self._load_policy()
-            await self._start_serving()
+            if self.config.early_start:
+                # Kafka's early.start.listeners: served before the policy, super users only
+                # (the authorizer answers everyone else not-ready until its first load)
+                await self._start_serving()
+                await self._load_policy()
+            else:
+                await self._load_policy()
+                await self._start_serving()
         except BaseException:  # nothing of a proxy that did not start keeps listening
+            for server in self.servers:
+                server.close()
+            for sock in self._raw_sockets:
+                sock.close()
             if self.health is not None:
                 await self.health.close()
                 self.health = None
