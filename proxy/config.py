@@ -339,9 +339,10 @@ class ProxyConfig:
         False,
         boolean=True,
         help="open the client listener before the ACL store has loaded (Kafka's "
-        "early.start.listeners): super users are served at once, every other principal's "
-        "requests are answered UNKNOWN_SERVER_ERROR, as Kafka answers them there, until the "
-        "policy is in force (default: the listener opens once it is)",
+        "early.start.listeners): super users are served at once; every other principal's "
+        "connection is closed at its first request that needs a decision, so the client "
+        "connects again with its backoff, until the policy is in force (default: the "
+        "listener opens once it is)",
     )
     acl_topic: str = _setting(
         "__aclgate_acls",

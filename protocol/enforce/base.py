@@ -217,8 +217,22 @@ class ApiHandler:
                 lambda _: self.dispatch(session, ctx.with_looked_up(ids), header, frame, request),
             )
         except NotReady:
-            # Kafka's AuthorizerNotReadyException becomes UNKNOWN_SERVER_ERROR for the request
-            answer(session, header, error_body(header, request, ErrorCode.unknown_server_error))
+            refuse_not_ready(session)
+
+
+def refuse_not_ready(session: ProxySession) -> None:
+    """The authorizer has no policy yet (only with --early-start, whose listener opens before
+    the ACL store has loaded) and the principal is not a super user: refused as a listener
+    that is not open yet refuses it, by a close once the answers ahead are written, so the
+    client connects again with its usual backoff, as it retries a broker that is starting.
+    Kafka answers such a request on an early-start listener UNKNOWN_SERVER_ERROR (its
+    AuthorizerNotReadyException has no error code), which clients do not retry: a deliberate
+    difference (docs/design.md)."""
+    session.close_after_flush(
+        "the ACL policy is not loaded yet: only super users are served (--early-start); "
+        "the client connects again",
+        "acls_loading",
+    )
 
 
 @dataclass
@@ -546,9 +560,8 @@ class DecidedOnHeader:
     def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
         try:
             allowed = self.check.decide(session.context, header, self.check.operation)
-        except NotReady:  # answered as `ApiHandler.dispatch` answers it
-            request = decode_request(frame, header)
-            answer(session, header, error_body(header, request, ErrorCode.unknown_server_error))
+        except NotReady:  # refused as `ApiHandler.dispatch` refuses it
+            refuse_not_ready(session)
             return
         if allowed:
             self.handler(session, header, frame)
