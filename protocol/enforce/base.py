@@ -416,10 +416,7 @@ class PerEntry(ApiHandler):
             marked, items = rendered
             if not allowed and not self.forward_empty:
                 empty = dataclasses.replace(request, **{self.array: ()})  # not mirrored again
-                body = error_body(header, empty, ErrorCode.none, self.aliases)
-                one = dataclasses.replace(body, **{self.response_array: (marked,)})
-                answered = spliced_answer(header.correlation_id, one, marked, len(denied), items)
-                session.respond(header, answered)
+                session.respond(header, self.all_denied(header, empty, marked, len(denied), items))
                 return
             stripped = dataclasses.replace(request, **{self.array: tuple(allowed)})
             spliced = (self.response_array, marked, items, len(denied))
@@ -443,6 +440,16 @@ class PerEntry(ApiHandler):
             reencode_request(frame, header, stripped),
             WithState(merge_rewriter, (self.response_array, errors)),
         )
+
+    def all_denied(
+        self, header: RequestHeader, empty: KioBody, marked: KioBody, count: int, items: bytes
+    ) -> bytes:
+        """The answer to a request whose every entry is denied: `empty` (the request without
+        its entries) answered, its array the `count` encoded error entries `items`, `marked`
+        one of their shape."""
+        body = error_body(header, empty, ErrorCode.none, self.aliases)
+        one = dataclasses.replace(body, **{self.response_array: (marked,)})
+        return spliced_answer(header.correlation_id, one, marked, count, items)
 
     def denied_items(
         self, header: RequestHeader, denied: list[KioBody]

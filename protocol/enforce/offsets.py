@@ -11,14 +11,11 @@ handled as before, with the decisions already made.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from aclgate.protocol.codec import decode_request
-from aclgate.protocol.enforce.base import DENIED_CODE, KioBody, PerEntry, error_body, spliced_answer
+from aclgate.protocol.enforce.base import DENIED_CODE, KioBody, PerEntry
 from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry
 from aclgate.protocol.enforce.context import NotReady
 from aclgate.protocol.enforce.peek import LIST_OFFSETS_PARTITION, _uvarint, peek_list_offsets
@@ -74,9 +71,7 @@ class ListOffsetsHandler(PerEntry):
         if header.api_version >= 10:
             fields["timeout"] = datetime.timedelta(0)
         empty = request_class(header.api_key, header.api_version)(**fields)
-        body = error_body(header, empty, ErrorCode.none, self.aliases)
-        one = dataclasses.replace(body, **{self.response_array: (marked,)})
-        return spliced_answer(header.correlation_id, one, marked, len(topics), b"".join(items))
+        return self.all_denied(header, empty, marked, len(topics), b"".join(items))
 
 
 def _partitions(mod: Any, shape: bytes) -> tuple[KioBody, ...]:
