@@ -654,9 +654,11 @@ class ConsumerGroupDescribeHandler(PerEntry):
 
 
 def _group_topics(group: DescribedConsumerGroup) -> set[str]:
+    """The topics Kafka checks before describing a group: those of members' assignments and
+    target assignments only (KafkaApis.handleConsumerGroupDescribe); a subscribed name that
+    is in no assignment (a topic not created yet) does not hide the group."""
     names: set[str] = set()
     for member in group.members:
-        names.update(member.subscribed_topic_names or ())
         for assignment in (member.assignment, member.target_assignment):
             for tp in getattr(assignment, "topic_partitions", ()) or ():
                 if getattr(tp, "topic_name", None):
