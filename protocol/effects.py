@@ -55,6 +55,24 @@ class LookUpPartitionCounts(Waits[dict[str, int] | None]):
 
 
 @dataclass(frozen=True, slots=True)
+class TopicNames:
+    """Every topic of the cluster as the proxy last listed it; `version` grows each time the
+    list changes, so what was computed from one list is known to still hold."""
+
+    version: int
+    names: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ListTopicNames(Waits["TopicNames | None"]):
+    """Every topic of the cluster, listed at most `max_age` seconds ago (the IO layer keeps
+    one list for all connections and asks the cluster at most once at a time). Resumed with
+    the list, or with None when the cluster cannot tell and no list is known yet."""
+
+    max_age: float
+
+
+@dataclass(frozen=True, slots=True)
 class RunBlocking(Waits[object]):
     """Run `job` off the event loop (password hashing), queued fairly by `source` (the
     client's address). Resumed with the job's return value, or with `Busy` when the IO
@@ -141,7 +159,15 @@ class DroppedApiKeys:
     keys: frozenset[int]
 
 
-Wait = LookUpTopicIds | LookUpPartitionCounts | RunBlocking | Sleep | AwaitSignal | StoreAclChange
+Wait = (
+    LookUpTopicIds
+    | LookUpPartitionCounts
+    | ListTopicNames
+    | RunBlocking
+    | Sleep
+    | AwaitSignal
+    | StoreAclChange
+)
 Notification = Authenticated | AuthenticationResult | AutoCreateTopics | DroppedApiKeys
 Effect = Wait | Notification
 

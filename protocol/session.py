@@ -46,6 +46,7 @@ _SIZE_CORR = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
 T = TypeVar("T")
 R = TypeVar("R")
+Owned = TypeVar("Owned")
 
 if TYPE_CHECKING:  # only for annotations: both import this module
     from aclgate.protocol.enforce.context import AuthContext
@@ -247,6 +248,8 @@ class ProxySession:
         self.auth_failed = False
         #: the KIP-227 fetch sessions opened on this connection (protocol.enforce.fetchsessions)
         self.fetch_sessions: FetchSessions | None = None
+        #: state handlers keep per connection, by kind (`owned`)
+        self._owned: dict[type, object] = {}
         self._splitter = FrameSplitter(config.max_frame, config.max_request_bytes)
         #: token -> what continues a request waiting for an effect, and whether it holds
         #: the requests behind it
@@ -286,6 +289,14 @@ class ProxySession:
         """The upstream owes no response (nothing awaited, none half-read): a KIP-368
         re-authentication may use the connection."""
         return not (self._awaiting or self._rslot is not None or self._head)
+
+    def owned(self, kind: type[Owned]) -> Owned:
+        """The connection's own `kind()` (e.g. a handler's per-connection state), made on
+        first use and dropped with the connection."""
+        state = self._owned.get(kind)
+        if state is None:
+            state = self._owned[kind] = kind()
+        return cast(Owned, state)
 
     def set_handlers(
         self, handlers: Mapping[int, RequestHandler], allowed: Mapping[int, tuple[int, int]]

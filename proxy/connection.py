@@ -16,6 +16,7 @@ from aclgate.protocol.effects import (
     AwaitSignal,
     DroppedApiKeys,
     Effect,
+    ListTopicNames,
     LookUpPartitionCounts,
     LookUpTopicIds,
     RunBlocking,
@@ -284,6 +285,8 @@ class ClientConnection(asyncio.Protocol):
                 server.lookup_topic_ids(ids, lambda: session.resume(token))
             case LookUpPartitionCounts(names=names):
                 server.lookup_partition_counts(names, lambda found: session.resume(token, found))
+            case ListTopicNames(max_age=max_age):
+                server.list_topic_names(max_age, functools.partial(session.resume, token))
             case RunBlocking(job=job, source=source):
                 done = functools.partial(session.resume, token)
                 if not server.security.run_blocking(job, done, source):

@@ -18,7 +18,7 @@ from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import ResourceType
 from aclgate.protocol.apiversions import unsupported_version_response
 from aclgate.protocol.bounds import bounded
-from aclgate.protocol.effects import AclStoreFailure, StoreAclChange
+from aclgate.protocol.effects import AclStoreFailure, StoreAclChange, TopicNames
 from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.cursor import KEY_SIZE, CursorSeal
 from aclgate.protocol.enforce.table import (
@@ -117,6 +117,11 @@ class ProxyServer:
         self._dropped_logged: set[int] = set()
         self._pending_listeners: list[asyncio.Task] = []
         self._tasks: list[asyncio.Task] = []
+        #: the cluster's topics for regex subscriptions (list_topic_names), when listed,
+        #: and the callers waiting for a listing under way
+        self._topic_names: TopicNames | None = None
+        self._topic_names_at = 0.0
+        self._topic_names_waiting: list[Callable[[TopicNames | None], None]] | None = None
         self._raw_sockets: list[socket.socket] = []
         self.authorizer = Authorizer(
             config.super_user,
@@ -831,6 +836,44 @@ class ProxyServer:
                 done()
 
         self._spawn(lookup())
+
+    def list_topic_names(self, max_age: float, done: Callable[[TopicNames | None], None]) -> None:
+        """Every topic of the cluster (for regex subscriptions), listed at most `max_age`
+        seconds ago: one list for all connections, one Metadata request at a time. On a
+        failure the last list is kept (None before the first)."""
+        loop = asyncio.get_running_loop()
+        known = self._topic_names
+        if known is not None and loop.time() - self._topic_names_at <= max_age:
+            loop.call_soon(done, known)  # resumed later, as every wait is
+            return
+        if self._topic_names_waiting is not None:
+            self._topic_names_waiting.append(done)
+            return
+        self._topic_names_waiting = [done]
+
+        async def listing() -> None:
+            try:
+                metadata = await self.control.metadata(None)
+                names = frozenset(t.name for t in metadata.topics if t.error_code == 0 and t.name)
+                for topic in metadata.topics:
+                    self.policy.topic_ids.learn(getattr(topic, "topic_id", None), topic.name)
+                current = self._topic_names
+                if current is None or current.names != names:
+                    version = current.version + 1 if current is not None else 1
+                    self._topic_names = TopicNames(version, names)
+                self._topic_names_at = loop.time()
+            except Exception as exc:
+                self.log_refusal(
+                    "topic_listing",
+                    f"listing the cluster's topics failed: {exc!r}",
+                    logger=log.name,
+                )
+            finally:
+                waiting, self._topic_names_waiting = self._topic_names_waiting or [], None
+                for resume in waiting:
+                    resume(self._topic_names)
+
+        self._spawn(listing())
 
     def _spawn(self, coro) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from aclgate.protocol.effects import ListTopicNames, TopicNames
 from aclgate.protocol.enforce.base import (
     DENIED_CODE,
     ApiHandler,
@@ -26,6 +27,17 @@ from aclgate.protocol.enforce.base import (
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.data import topic_names
+from aclgate.protocol.enforce.regexsub import (
+    REGEX_TOPICS_MAX_AGE,
+    InvalidRegex,
+    RegexMember,
+    RegexMembers,
+    matching,
+    regex_step,
+    resolve_member,
+    unwrap,
+    wrap,
+)
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
@@ -40,6 +52,7 @@ TOPIC, GROUP, TXN, CLUSTER = (
 )
 GROUP_DENIED = ErrorCode.group_authorization_failed
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
+INVALID_REGEX = ErrorCode.invalid_regular_expression
 
 
 class PartitionIndexes(Protocol):
@@ -61,6 +74,10 @@ class ConsumerGroupHeartbeatRequest(Protocol):
 
     @property
     def group_id(self) -> str: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def member_epoch(self) -> int: ...
     @property
     def subscribed_topic_names(self) -> Sequence[str] | None: ...
 
@@ -133,6 +150,8 @@ if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen d
 
 #: entries of a request array, split by verdict
 Entry = TypeVar("Entry")
+#: a described KIP-848 group member (kio's frozen dataclass)
+ConsumerGroupMemberT = TypeVar("ConsumerGroupMemberT", bound=ConsumerGroupMember)
 #: what describe_groups decided: the denied groups' error entries, and whether the client
 #: asked for authorized operations (None: the rewrite decides)
 Decided = tuple[tuple[KioBody, ...], bool | None]
@@ -609,7 +628,11 @@ def _merge_coordinators(
 
 class ConsumerGroupHeartbeatHandler(ApiHandler):
     def describe(self) -> str:
-        return "`READ GROUP[group_id]` (30); then `DESCRIBE TOPIC[name]` for each subscribed topic name, any denied: 29 (Kafka 4.0+)"
+        return (
+            "`READ GROUP[group_id]` (30); then `DESCRIBE TOPIC[name]` for each subscribed topic "
+            "name, any denied: 29 (Kafka 4.0+); a `SubscribedTopicRegex` (v1+) is resolved by "
+            "aclgate to the topics the principal may DESCRIBE, sent as names (docs/design.md)"
+        )
 
     def handle(
         self,
@@ -626,7 +649,63 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
             if not ctx.check(header, DESCRIBE, TOPIC, topic):
                 answer(session, header, error_body(header, request, TOPIC_DENIED))
                 return
-        forward(session, header, frame)
+        members = session.owned(RegexMembers)
+        step = regex_step(members, request)
+        if isinstance(step, InvalidRegex):
+            answer(
+                session,
+                header,
+                error_body(header, request, INVALID_REGEX, error_message=str(step)),
+            )
+        elif isinstance(step, RegexMember):
+            session.wait(
+                ListTopicNames(REGEX_TOPICS_MAX_AGE),
+                lambda topics: self._resolved(session, ctx, header, frame, request, step, topics),
+            )
+        elif step is None:
+            forward(session, header, frame)
+        else:  # the names to send instead of the client's (it dropped its regex)
+            body = dataclasses.replace(request, subscribed_topic_names=step)  # type: ignore[type-var]
+            forward(session, header, reencode_request(frame, header, body))
+
+    @staticmethod
+    def _resolved(
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: ConsumerGroupHeartbeatRequest,
+        member: RegexMember,
+        topics: TopicNames | None,
+    ) -> None:
+        if topics is None and member.sent is None:
+            answer(
+                session,
+                header,
+                error_body(
+                    header,
+                    request,
+                    ErrorCode.coordinator_not_available,
+                    error_message="aclgate could not list the cluster's topics to resolve "
+                    "the subscribed regex",
+                ),
+            )
+            return
+        changed = topics is not None and resolve_member(
+            member,
+            topics,
+            (ctx.policy.authorizer.version, id(ctx.policy.dry_run)),
+            lambda topic: ctx.check(header, DESCRIBE, TOPIC, topic, False),
+        )
+        fresh_regex = getattr(request, "subscribed_topic_regex", None)
+        if not (fresh_regex or changed or request.subscribed_topic_names is not None):
+            forward(session, header, frame)  # nothing new for the broker
+            return
+        fields: dict[str, object] = {"subscribed_topic_names": member.sent}
+        if fresh_regex:
+            fields["subscribed_topic_regex"] = wrap(member.regex)
+        body = dataclasses.replace(request, **fields)  # type: ignore[type-var]
+        forward(session, header, reencode_request(frame, header, body))
 
 
 class ConsumerGroupDescribeHandler(PerEntry):
@@ -653,6 +732,21 @@ class ConsumerGroupDescribeHandler(PerEntry):
         )
 
 
+def _shown_member(member: ConsumerGroupMemberT) -> ConsumerGroupMemberT:
+    """A member as Kafka would describe it: its own regex, not the wrapped one aclgate sent,
+    and the names it subscribed to itself, without those aclgate resolved from the regex."""
+    regex = unwrap(getattr(member, "subscribed_topic_regex", None))
+    if regex is None:
+        return member
+    names = member.subscribed_topic_names
+    if names is not None:
+        resolved = set(matching(regex, names))
+        names = tuple(n for n in names if n not in resolved)
+    return dataclasses.replace(  # type: ignore[type-var]
+        member, subscribed_topic_regex=regex, subscribed_topic_names=names
+    )
+
+
 def _group_topics(group: DescribedConsumerGroup) -> set[str]:
     """The topics Kafka checks before describing a group: those of members' assignments and
     target assignments only (KafkaApis.handleConsumerGroupDescribe); a subscribed name that
@@ -677,6 +771,8 @@ def _consumer_group_describe_answer(
     def merge(body: ConsumerGroupDescribeAnswer) -> ConsumerGroupDescribeAnswer:
         groups: list[KioBody] = []
         for g in body.groups:
+            if any(unwrap(getattr(m, "subscribed_topic_regex", None)) for m in g.members):
+                g = dataclasses.replace(g, members=tuple(_shown_member(m) for m in g.members))
             if g.error_code == ErrorCode.none and ctx.enforcing:
                 hidden = [
                     t for t in sorted(_group_topics(g)) if not ctx.check(header, DESCRIBE, TOPIC, t)
