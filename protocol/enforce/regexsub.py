@@ -15,6 +15,7 @@ one RE2J (Kafka's) ports, less `\\C`, which RE2J refuses and RE2 accepts.
 from __future__ import annotations
 
 import functools
+import re as _re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -87,28 +88,67 @@ def compiled(regex: str) -> re2._Regexp:
         text = exc.args[0].decode("utf-8", "replace") if exc.args else "invalid"
         kind = text.split(": ", 1)[0]
         raise InvalidRegex(regex, _RE2J_DESCRIPTIONS.get(kind, kind)) from None
-    if _has_any_byte_escape(regex):
-        raise InvalidRegex(regex, "invalid escape sequence")
+    refused = _refused_by_re2j_only(regex)
+    if refused is not None:
+        raise InvalidRegex(regex, refused)
     return pattern
 
 
-def _has_any_byte_escape(regex: str) -> bool:
-    """Whether `regex` uses `\\C` (any byte) outside a `\\Q...\\E` quote: RE2 takes it, RE2J
-    (and so Kafka) refuses it."""
-    i, quoted = 0, False
-    while i < len(regex) - 1:
+#: a repetition `{n}`, `{n,}` or `{n,m}`; any other `{` is a literal
+_REPEAT = _re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
+
+
+def _refused_by_re2j_only(regex: str) -> str | None:
+    """RE2J's description of what it refuses in a regex RE2 takes (tests/kafka/
+    test_re2j_agreement.py compares the two): `\\C` (any byte), and a repetition right after
+    a literal `{` (`{{2}`, `x{*`), which RE2J's parser counts as a repetition of a repetition."""
+    i, end = 0, len(regex)
+    after_brace = False
+    while i < end:
+        c = regex[i]
+        brace_before, after_brace = after_brace, False
+        if c == "\\":
+            nxt = regex[i + 1 : i + 2]
+            if nxt == "C":
+                return "invalid escape sequence"
+            if nxt == "Q":  # quoted to \E or the end
+                close = regex.find("\\E", i + 2)
+                i = end if close < 0 else close + 2
+            elif nxt in ("p", "P", "x") and regex[i + 2 : i + 3] == "{":
+                close = regex.find("}", i + 3)
+                i = end if close < 0 else close + 1
+            else:
+                i += 2
+        elif c == "[":
+            i = _class_end(regex, i)
+        elif c in "*+?" or (c == "{" and _REPEAT.match(regex, i)):
+            if brace_before:
+                return "invalid nested repetition operator"
+            repeat = _REPEAT.match(regex, i)
+            i = repeat.end() if repeat else i + 1
+        else:
+            after_brace = c == "{"
+            i += 1
+    return None
+
+
+def _class_end(regex: str, start: int) -> int:
+    """Where the character class opening at `start` ends (a `]` first in it is a member)."""
+    i = start + 1
+    if regex[i : i + 1] == "^":
+        i += 1
+    if regex[i : i + 1] == "]":
+        i += 1
+    while i < len(regex):
         if regex[i] == "\\":
-            nxt = regex[i + 1]
-            if quoted:
-                quoted = nxt != "E"
-            elif nxt == "Q":
-                quoted = True
-            elif nxt == "C":
-                return True
             i += 2
+        elif regex.startswith("[:", i) and regex.find(":]", i + 2) >= 0:
+            i = regex.find(":]", i + 2) + 2
+        elif regex[i] == "]":
+            return i + 1
         else:
             i += 1
-    return False
+    return i
 
 
 def wrap(regex: str) -> str:
