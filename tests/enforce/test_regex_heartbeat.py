@@ -111,7 +111,7 @@ def scripted():
 @pytest.fixture
 def setup(scripted, tmp_path, monkeypatch):
     # list the topics again for every heartbeat: a new topic shows at once, not in 5 s
-    monkeypatch.setattr(groups, "REGEX_TOPICS_MAX_AGE", 0.0)
+    monkeypatch.setattr(groups, "REGEX_TOPICS_MAX_AGE", -1.0)
     cluster = Cluster(scripted)
     acl_file = tmp_path / "acls.json"
     acl_file.write_text(dump_acl_file(BASE_ACLS))
