@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from aclgate.protocol.bounds import bounded
 from aclgate.protocol.effects import (
@@ -309,6 +309,8 @@ class ClientConnection(asyncio.Protocol):
                 server.auto_create_topics(names)
             case DroppedApiKeys(keys=keys):
                 server.log_dropped_keys(keys)
+            case _:  # every effect is handled: a new one fails mypy here until it is
+                assert_never(effect)
 
     def data_received(self, data: bytes) -> None:
         self.activity += 1
