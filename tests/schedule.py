@@ -32,6 +32,7 @@ SECONDS = {
     "tests/pipeline/test_stream.py": 42,
     "tests/stall/test_loop_stall.py": 45,
     "tests/proxy/test_clients.py": 40,
+    "tests/kafka/test_regex_subscription.py": 40,
     "tests/proxy/test_workers.py": 34,
     "tests/pipeline/test_acl_redundancy.py": 34,
     "tests/acladmin/test_kafka_acls_tool.py": 32,

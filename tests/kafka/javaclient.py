@@ -31,18 +31,23 @@ def compile_clients(out_root: pytest.TempPathFactory, *names: str) -> Path:
     return out
 
 
+def client_command(classes: Path, main: str, *args: str) -> list[str]:
+    """The `java` command line running `main` of the compiled `classes` with `args`."""
+    return [
+        "java",
+        *TOOL_JVM_OPTS,
+        f"-Dlog4j2.configurationFile={TOOLS_LOG4J}",
+        "-cp",
+        f"{classes}:{classpath()}",
+        main,
+        *args,
+    ]
+
+
 def run_client(classes: Path, main: str, *args: str, timeout: float = 120) -> str:
     """The client's last stdout line (its result); fails with its stderr when there is none."""
     proc = subprocess.run(
-        [
-            "java",
-            *TOOL_JVM_OPTS,
-            f"-Dlog4j2.configurationFile={TOOLS_LOG4J}",
-            "-cp",
-            f"{classes}:{classpath()}",
-            main,
-            *args,
-        ],
+        client_command(classes, main, *args),
         capture_output=True,
         text=True,
         timeout=timeout,
