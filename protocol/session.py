@@ -50,8 +50,6 @@ Owned = TypeVar("Owned")
 
 if TYPE_CHECKING:  # only for annotations: both import this module
     from aclgate.protocol.enforce.context import AuthContext
-    from aclgate.protocol.enforce.fetchsessions import FetchSessions
-    from aclgate.protocol.identity.saslgate import SaslState
 #: answers collected from one read before they are written (and the write buffer checked)
 _OUTPUT_BATCH = 16
 
@@ -238,17 +236,16 @@ class ProxySession:
         self._handlers = config.handlers
         self._allowed = config.allowed_versions
         #: consulted for every request: returns a reason to close the connection, or None
-        #: (e.g. "not authenticated yet", "SASL session expired")
-        self.gate: Callable[[RequestHeader], str | None] | None = None
-        #: when set, frames are not Kafka requests (SASL v0 raw tokens) and go here
-        self.raw_handler: Callable[[ProxySession, Frame], None] | None = None
-        #: SASL progress on SASL listeners (protocol.saslgate)
-        self.sasl: SaslState | None = None
-        #: set when the connection closes because authentication failed (closed after a delay)
+        #: (e.g. "not authenticated yet", "SASL session expired"); `set_gate`
+        self._gate: Callable[[RequestHeader], str | None] | None = None
+        #: when set, frames are not Kafka requests (SASL v0 raw tokens) and go here;
+        #: `set_raw_handler`
+        self._raw_handler: Callable[[ProxySession, Frame], None] | None = None
+        #: the connection closes because authentication failed (closed after a delay);
+        #: `authentication_failed`
         self.auth_failed = False
-        #: the KIP-227 fetch sessions opened on this connection (protocol.enforce.fetchsessions)
-        self.fetch_sessions: FetchSessions | None = None
-        #: state handlers keep per connection, by kind (`owned`)
+        #: state handlers keep per connection, by kind (`owned`, `own`, `state`): SASL
+        #: progress, KIP-227 fetch sessions, regex members
         self._owned: dict[type, object] = {}
         self._splitter = FrameSplitter(config.max_frame, config.max_request_bytes)
         #: token -> what continues a request waiting for an effect, and whether it holds
@@ -297,6 +294,34 @@ class ProxySession:
         if state is None:
             state = self._owned[kind] = kind()
         return cast(Owned, state)
+
+    def own(self, state: object) -> None:
+        """Keep `state` as the connection's own of its kind (one made with arguments)."""
+        self._owned[type(state)] = state
+
+    def state(self, kind: type[Owned]) -> Owned | None:
+        """The connection's own `kind`, if it has one."""
+        return cast("Owned | None", self._owned.get(kind))
+
+    def set_gate(self, gate: Callable[[RequestHeader], str | None] | None) -> None:
+        """Consult `gate` for every request from now on (SASL: before and between logins)."""
+        self._gate = gate
+
+    def set_raw_handler(self, handler: Callable[[ProxySession, Frame], None] | None) -> None:
+        """Frames go to `handler` rather than to the API table (SASL v0's bare tokens)."""
+        self._raw_handler = handler
+
+    def authentication_failed(self) -> None:
+        """The close that follows is an authentication failure (the IO layer delays it)."""
+        self.auth_failed = True
+
+    def set_client_host(self, host: str) -> None:
+        """Where the client really is (a PROXY protocol header): authorized from there on."""
+        self.context.host = host
+
+    def connection_lost(self) -> None:
+        """The IO layer closed the connection: nothing more is sent or resumed."""
+        self.closed = True
 
     def set_handlers(
         self, handlers: Mapping[int, RequestHandler], allowed: Mapping[int, tuple[int, int]]
@@ -402,8 +427,8 @@ class ProxySession:
                 self.io.resume_client_reading()
 
     def _process(self, frame: Frame) -> None:
-        if self.raw_handler is not None:
-            self.raw_handler(self, frame)
+        if self._raw_handler is not None:
+            self._raw_handler(self, frame)
             return
         try:
             header = parse_request_header(frame)
@@ -423,8 +448,8 @@ class ProxySession:
         # The gate first: before SASL authentication only the SASL APIs exist, so anything
         # else is a SASL-state error (Kafka's "Unexpected Kafka request of type ... during
         # SASL handshake"), whatever its version.
-        if self.gate is not None:
-            reason = self.gate(header)
+        if self._gate is not None:
+            reason = self._gate(header)
             if reason is not None:
                 self.fail(reason, "sasl_state")
                 return

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, assert_never
 from aclgate.protocol.bounds import bounded
 from aclgate.protocol.effects import (
     BUSY,
+    AskCluster,
     Authenticated,
     AuthenticationResult,
     AutoCreateTopics,
@@ -174,7 +175,7 @@ class ClientConnection(asyncio.Protocol):
         if self.pre_accepted:
             self._first_data = False
             if self.proxied_source is not None:
-                self.session.context.host = java_host_string(self.proxied_source[0])
+                self.session.set_client_host(java_host_string(self.proxied_source[0]))
                 self.peer = f"{self.proxied_source[0]}:{self.proxied_source[1]} (via {self.peer})"
         elif security.trusted_proxies and peer and is_trusted(peer[0], security.trusted_proxies):
             self._proxy_header = bytearray()
@@ -202,7 +203,7 @@ class ClientConnection(asyncio.Protocol):
             return
         quiet = now - self.quiet_since
         session = self.session
-        sasl = session.sasl
+        sasl = session.state(saslgate.SaslState)
         if (self._proxy_header is not None or (sasl is not None and not sasl.authenticated)) and (
             now - self.opened_at >= setup
         ):
@@ -287,6 +288,8 @@ class ClientConnection(asyncio.Protocol):
                 server.lookup_partition_counts(names, lambda found: session.resume(token, found))
             case ListTopicNames(max_age=max_age):
                 server.list_topic_names(max_age, functools.partial(session.resume, token))
+            case AskCluster(request=request, answer=expected):
+                server.ask_cluster(request, expected, functools.partial(session.resume, token))
             case RunBlocking(job=job, source=source):
                 done = functools.partial(session.resume, token)
                 if not server.security.run_blocking(job, done, source):
@@ -352,7 +355,7 @@ class ClientConnection(asyncio.Protocol):
         assert self.transport is not None and self.session is not None  # as in data_received
         peer = self.transport.get_extra_info("peername")
         source = header.effective_source(peer)
-        self.session.context.host = java_host_string(source[0])
+        self.session.set_client_host(java_host_string(source[0]))
         self.peer = f"{source[0]}:{source[1]} (via {self.peer})"
         return rest
 
@@ -537,6 +540,6 @@ class ClientConnection(asyncio.Protocol):
         if self.upstream is not None:
             self.upstream.close()
         if self.session is not None:
-            self.session.closed = True
+            self.session.connection_lost()
         self.server.security.release_principal(self)  # SASL or mTLS, if it was counted
         self.server.connection_closed(self)

@@ -100,10 +100,7 @@ class FetchSessions:
 
 
 def sessions_of(session: ProxySession) -> FetchSessions:
-    sessions = session.fetch_sessions
-    if sessions is None:
-        sessions = session.fetch_sessions = FetchSessions()
-    return sessions
+    return session.owned(FetchSessions)
 
 
 def answer_head(body: bytes | bytearray | memoryview, flexible: bool) -> tuple[int, int] | None:

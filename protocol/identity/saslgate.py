@@ -190,7 +190,7 @@ class SaslState:
 
 
 def _state(session: ProxySession) -> SaslState:
-    state = session.sasl
+    state = session.state(SaslState)
     assert state is not None  # installed (`install`) before any SASL handler can run
     return state
 
@@ -213,8 +213,8 @@ def install(session: ProxySession, config: SaslListenerConfig) -> SaslState:
         {API_VERSIONS: (0, 4), **SASL_VERSIONS},
     )
     session.set_max_frame(DEFAULT_MAX_PRE_AUTH_FRAME)
-    session.gate = lambda header: _gate(state, header)
-    session.sasl = state
+    session.set_gate(lambda header: _gate(state, header))
+    session.own(state)
     return state
 
 
@@ -292,7 +292,7 @@ def _refuse_later(
 
     def send() -> None:
         if failed:
-            session.auth_failed = True  # before the close, which may happen at once
+            session.authentication_failed()  # before the close, which may happen at once
         # last in the response order: nothing after this request was read (stop_accepting)
         session.respond(header, body)
         # bad credentials are counted as authentication_failed (auth_failed); any other
@@ -338,7 +338,7 @@ def _handshake(session: ProxySession, header: RequestHeader, frame: Frame) -> No
     state.advance(Event.HANDSHAKE_V0 if header.api_version == 0 else Event.HANDSHAKE)
     _answer(session, header, ErrorCode.none, mechanisms=mechanisms)
     if header.api_version == 0:
-        session.raw_handler = _raw_token  # legacy flow: bare tokens follow
+        session.set_raw_handler(_raw_token)  # legacy flow: bare tokens follow
     else:  # also a re-authentication: Kafka serves nothing else until it completes
         session.set_handlers(state.config.exchange_handlers, state.config.versions_after)
 
@@ -432,7 +432,7 @@ def _raw_token(session: ProxySession, frame: Frame) -> None:
                 return
         session.respond_raw(_SIZE.pack(len(result)) + result)
         if _server(state).complete:
-            session.raw_handler = None
+            session.set_raw_handler(None)
             _succeeded(session, state, _lifetime(state))
 
     _evaluate(session, state, token, done)
@@ -591,7 +591,7 @@ def _fail_later(session: ProxySession, state: SaslState, message: str) -> None:
     session.notify(AuthenticationResult(state.mechanism or "", False))
 
     def close() -> None:
-        session.auth_failed = True
+        session.authentication_failed()
         session.close_after_flush(
             f"SASL authentication failed ({state.mechanism}): {bounded(message, MESSAGE_TEXT)}"
         )

@@ -28,6 +28,7 @@ from aclgate.authz.model import AclBinding
 from aclgate.protocol.codec import decode_request, encode_request, encode_response
 from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.fetchpeek import PeekedFetch, peek_fetch
+from aclgate.protocol.enforce.fetchsessions import FetchSessions
 from aclgate.protocol.enforce.table import advertised_versions, handlers
 from aclgate.protocol.header import MalformedRequest, parse_request_header
 from aclgate.protocol.session import ProxySession, SessionConfig
@@ -292,7 +293,7 @@ def converse(version: int, peek: bool, monkeypatch) -> tuple:
         exchange(fetch(version, {"ok": [0]}, session_id=0, epoch=0), sid=42)  # opens 42
         authorizer.load([read_acl("other")])  # "ok" revoked
         exchange(fetch(version, {}, 42, 1), sid=42)  # ended: holds a revoked partition
-    held = session.fetch_sessions.held if session.fetch_sessions else {}
+    held = sessions.held if (sessions := session.state(FetchSessions)) else {}
     kept = {sid: (h.topics, h.version) for sid, h in held.items()}
     return io.upstream, io.client, io.closed, dict(counts), kept
 

@@ -23,6 +23,7 @@ from kio.static.primitive import i32, i32Timedelta, i64
 
 from aclgate.authz.aclfile import dump_acl_file
 from aclgate.authz.model import AclBinding
+from aclgate.protocol.enforce.fetchsessions import FetchSessions
 from aclgate.protocol.versions import request_class
 from tests.fixtures.rawclient import RawClient, request_entity
 from tests.fixtures.scripted_broker import _defaults
@@ -204,7 +205,7 @@ def sessions_held(proxy) -> int:
     """Fetch sessions the proxy tracks on its client connections now."""
 
     def count() -> int:
-        sessions = [c.session.fetch_sessions for c in proxy.server.connections if c.session]
+        sessions = [c.session.state(FetchSessions) for c in proxy.server.connections if c.session]
         return sum(len(s.held) for s in sessions if s is not None)
 
     return proxy.run(count)
