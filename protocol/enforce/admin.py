@@ -172,7 +172,7 @@ class CreateTopicsHandler(ApiHandler):
                 "error_message": message,
                 "num_partitions": -1,
                 "replication_factor": -1,
-                "configs": None,
+                "configs": (),  # CreatableTopicResult's default: [], not null
             },
         )
 
@@ -191,7 +191,7 @@ def _create_topics_answer(
                 t = dataclasses.replace(
                     t,
                     topic_config_error_code=DENIED,
-                    configs=None,
+                    configs=(),  # as the controller withholds them: [], not null
                     num_partitions=-1,
                     replication_factor=-1,
                 )

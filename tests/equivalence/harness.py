@@ -1133,6 +1133,7 @@ class Client:
         *,
         coordinator: tuple[int, str] | None = None,
         drop: Sequence[str] = (),
+        keep: Sequence[str] = (),
         foreign: bool = True,
         unordered: Sequence[str] = (),
         until: Callable[[Any], bool] | None = None,
@@ -1144,8 +1145,9 @@ class Client:
         Answers holding a retriable coordinator error are asked again (normalization
         "retries"); lists under the `unordered` field names are compared sorted
         (normalization "order"); with `until`, an answer it rejects is asked again
-        until the step's time is up (normalization "eventual");
-        "CONNECTION_CLOSED" when the target closes instead of answering."""
+        until the step's time is up (normalization "eventual"); fields named in `keep` are
+        compared although DROPPED_FIELDS would drop them (an error message that is Kafka's
+        behaviour); "CONNECTION_CLOSED" when the target closes instead of answering."""
         from aclgate.protocol.versions import request_class
         from tests.equivalence.rawapi import build, normalize
 
@@ -1165,6 +1167,7 @@ class Client:
                     answer,
                     self.ns.owns,
                     drop=frozenset(drop),
+                    keep=frozenset(keep),
                     foreign=foreign,
                     unordered=frozenset(unordered),
                 )
@@ -1410,7 +1413,10 @@ class Observer(Client):
     """The super user, straight to the cluster: setup (not compared) and ground truth."""
 
     def __init__(self, config: Mapping[str, Any], ns: Namespace) -> None:
-        super().__init__(Profile("observer", config["bootstrap.servers"], config), ns)
+        # raw requests log in as the super user too where its listener wants SASL/PLAIN
+        plain = config.get("sasl.mechanism") == "PLAIN"
+        sasl = ("PLAIN", config["sasl.username"], config["sasl.password"]) if plain else None
+        super().__init__(Profile("observer", config["bootstrap.servers"], config, sasl), ns)
 
     def broker_ids(self) -> list[int]:
         return sorted(self._admin().list_topics(timeout=STEP_TIMEOUT).brokers)

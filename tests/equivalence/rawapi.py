@@ -121,22 +121,35 @@ def normalize(
     owns: Callable[[str], bool],
     *,
     drop: frozenset[str] = frozenset(),
+    keep: frozenset[str] = frozenset(),
     foreign: bool = True,
     unordered: frozenset[str] = frozenset(),
     in_error: bool = False,
 ) -> Any:
     """The answer as JSON-able data: error codes as names, bitfields as operation names,
-    records decoded, DROPPED_FIELDS (and `drop`) left out, entries naming another run's or
-    test's topic, group or transactional id left out (unless `foreign=False`), lists under the
-    field names in `unordered` sorted."""
+    records decoded, DROPPED_FIELDS (but those in `keep`) and `drop` left out, entries naming
+    another run's or test's topic, group or transactional id left out (unless
+    `foreign=False`), lists under the field names in `unordered` sorted."""
     from tests.equivalence.harness import _decode_records, authorized_ops, error_name
+
+    def again(inner: Any) -> Any:
+        """The same normalization one level down (`in_error` as it stands then)."""
+        return normalize(
+            inner,
+            owns,
+            drop=drop,
+            keep=keep,
+            foreign=foreign,
+            unordered=unordered,
+            in_error=in_error,
+        )
 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         in_error = in_error or bool(getattr(value, "error_code", 0))
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             name = f.name
-            kind = DROPPED_FIELDS.get(name)
+            kind = None if name in keep else DROPPED_FIELDS.get(name)
             if name in drop or (kind is not None and not (kind == "timing" and in_error)):
                 continue
             v = getattr(value, name)
@@ -147,18 +160,13 @@ def normalize(
             elif name == "records" and isinstance(v, bytes | None):
                 out[name] = _decode_records(v)
             else:
-                v = normalize(
-                    v, owns, drop=drop, foreign=foreign, unordered=unordered, in_error=in_error
-                )
+                v = again(v)
                 if name in unordered and isinstance(v, list):
                     v = sorted(v, key=lambda i: json.dumps(i, sort_keys=True))
                 out[name] = v
         return out
     if isinstance(value, tuple | list):
-        items = [
-            normalize(v, owns, drop=drop, foreign=foreign, unordered=unordered, in_error=in_error)
-            for v in value
-        ]
+        items = [again(v) for v in value]
         return [i for i in items if not (foreign and _foreign(i, owns))]
     if isinstance(value, uuid.UUID):
         return "zero-uuid" if value.int == 0 else "uuid"  # normalization "addresses"

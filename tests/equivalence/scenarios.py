@@ -17,7 +17,10 @@ are not compared; `r.observe(...)` steps read ground truth and are compared.
 
 from __future__ import annotations
 
-from tests.equivalence.harness import CLUSTER, Run, Scenario, allow, deny
+import uuid
+from typing import Any
+
+from tests.equivalence.harness import CLUSTER, Client, Run, Scenario, allow, deny
 
 ANON = "User:ANONYMOUS"
 ALICE, BOB, CHARLIE = "User:alice", "User:bob", "User:charlie"
@@ -177,6 +180,29 @@ def topic_read_write(r: Run) -> None:
         r.observe(f"records in {t}", lambda o, t=t: o.records(t))
 
 
+def _consumer_heartbeat(
+    c: Client, group: str, member: str, epoch: int, topics: list[str] | None
+) -> Any:
+    """One KIP-848 ConsumerGroupHeartbeat v1: joining (epoch 0) with `topics` subscribed by
+    name, or leaving (epoch -1)."""
+    from tests.equivalence.scenarios_groups import group_heartbeat
+
+    joining = epoch == 0
+    return group_heartbeat(
+        c,
+        group,
+        member,
+        epoch,
+        topics,
+        api_key=68,
+        instance_id=None,
+        rebalance_timeout=30000 if joining else -1,
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=[] if joining else None,
+    )
+
+
 def group_denied(r: Run) -> None:
     r.observer.create_topic("data", records=["d0", "d1"])
     r.observer.create_topic("hidden")
@@ -192,6 +218,18 @@ def group_denied(r: Run) -> None:
         "consume in g-read848, KIP-848",
         ANON,
         lambda c: c.consume("data", "g-read848", 2, **{"group.protocol": "consumer"}),
+    )
+    member = str(uuid.uuid4())
+    for subscribed in (["hidden"], ["data", "hidden"], ["data"]):
+        r.step(
+            f"ConsumerGroupHeartbeat v1 g-read848, joining with {', '.join(subscribed)}",
+            ANON,
+            lambda c, topics=subscribed: _consumer_heartbeat(c, "g-read848", member, 0, topics),
+        )
+    r.step(
+        "ConsumerGroupHeartbeat v1 g-read848, leaving",
+        ANON,
+        lambda c: _consumer_heartbeat(c, "g-read848", member, -1, None),
     )
     r.step("fetch without a group", ANON, lambda c: c.raw_fetch(["data"]))
     r.step("commit offsets in g-none", ANON, lambda c: c.raw_commit_offsets("g-none", {"data": 1}))
@@ -327,14 +365,36 @@ def transactions(r: Run) -> None:
     )
 
 
+def _create_topics(c: Client, names: list[str]) -> Any:
+    """ONE CreateTopics v7, the whole answer compared: configs, partition count and
+    replication factor come back only with DESCRIBE_CONFIGS on the topic."""
+    return c.raw(
+        19,
+        7,
+        topics=[
+            {"name": c.t(n), "num_partitions": 1, "replication_factor": 1, "assignments": [],
+             "configs": []}
+            for n in names
+        ],
+        timeout=10_000,
+        validate_only=False,
+        unordered=["topics"],
+    )  # fmt: skip
+
+
 def admin(r: Run) -> None:
-    r.observer.create_topic("locked")
-    r.observer.create_topic("gone")
-    r.observer.create_topic("data")
+    for t in ("locked", "gone", "data", "made-id", "hid-id"):
+        r.observer.create_topic(t)
+    ids = {t: r.observer.topic_id(t) for t in ("made-id", "locked", "hid-id")}
     for g in ("grp-seen", "grp-desc", "grp-hidden"):
         r.observer.commit_offsets(g, {"data": 1})
     r.step("create made-1 and other", ANON, lambda c: c.create_topics(["made-1", "other"]))
     r.step("create made-1 again", ANON, lambda c: c.create_topics(["made-1"]))
+    r.step(
+        "CreateTopics v7: made-cfg (DESCRIBE_CONFIGS), made-nocfg (CREATE only), other (none)",
+        ANON,
+        lambda c: _create_topics(c, ["made-cfg", "made-nocfg", "other"]),
+    )
     r.step("metadata made-1", ANON, lambda c: c.raw_metadata(["made-1"]))
     r.step(
         "delete made-1, locked, gone, never",
@@ -365,6 +425,17 @@ def admin(r: Run) -> None:
             [("locked", None), ("locked", None), ("other", None), ("made-3", None)], version=5
         ),
     )
+    r.step(
+        "DeleteTopics v6 by id: made-id (DELETE), locked (DESCRIBE only), hid-id (none)",
+        ANON,
+        lambda c: c.raw(
+            20,
+            6,
+            topics=[{"name": None, "topic_id": i} for i in ids.values()],
+            timeout=10_000,
+            unordered=["responses"],
+        ),
+    )
     r.step("describe cluster", ANON, lambda c: c.describe_cluster())
     r.step("list groups", ANON, lambda c: c.list_groups())
     r.step(
@@ -375,12 +446,28 @@ def admin(r: Run) -> None:
     r.step("committed offsets of grp-seen", ANON, lambda c: c.group_offsets("grp-seen"))
     r.step("committed offsets of grp-hidden", ANON, lambda c: c.group_offsets("grp-hidden"))
     r.step(
+        "OffsetFetch v9: grp-seen for data (hidden) and locked, grp-hidden",
+        ANON,
+        lambda c: c.raw(
+            9,
+            9,
+            groups=[
+                {"group_id": c.t(g), "member_id": None, "member_epoch": -1, "topics": [
+                    {"name": c.t(t), "partition_indexes": [0]} for t in ("data", "locked")]}
+                for g in ("grp-seen", "grp-hidden")
+            ],
+            require_stable=False,
+            coordinator=(0, "grp-seen"),
+            unordered=["topics"],
+        ),
+    )  # fmt: skip
+    r.step(
         "delete groups",
         ANON,
         lambda c: c.delete_groups(["grp-seen", "grp-desc", "grp-hidden"]),
     )
     r.step("list groups after delete", ANON, lambda c: c.list_groups())
-    for t in ("made-1", "other", "locked", "gone"):
+    for t in ("made-1", "other", "locked", "gone", "made-cfg", "made-nocfg", "made-id", "hid-id"):
         r.observe(f"{t} exists", lambda o, t=t: o.topic_exists(t))
 
 
@@ -713,6 +800,7 @@ ANON_SCENARIOS: list[Scenario] = [
         acls=(
             allow(ANON, "CREATE", "TOPIC", "made-", pattern="PREFIXED"),
             allow(ANON, "DELETE", "TOPIC", "made-", pattern="PREFIXED"),
+            allow(ANON, "DESCRIBE_CONFIGS", "TOPIC", "made-cfg"),
             allow(ANON, "DESCRIBE", "TOPIC", "locked"),
             allow(ANON, "DELETE", "TOPIC", "gone"),
             allow(ANON, "DESCRIBE", "GROUP", "grp-seen"),
@@ -821,6 +909,19 @@ def sasl_producers(r: Run) -> None:
 def sasl_cluster_ops(r: Run) -> None:
     for p in PRINCIPALS:
         r.step("describe cluster", p, lambda c: c.describe_cluster())
+        for version in (8, 10):  # v8-10 carry the cluster's authorized operations
+            r.step(
+                f"Metadata v{version}: cluster authorized operations",
+                p,
+                lambda c, v=version: c.raw(
+                    3,
+                    v,
+                    topics=[],
+                    allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=True,
+                    include_topic_authorized_operations=True,
+                ),
+            )
         r.step("create topic", p, lambda c, p=p: c.create_topics([f"made-by-{_who(p)}"]))
 
 

@@ -461,26 +461,30 @@ def consumer_groups(r: Run) -> None:
     r.observer.create_topic("seen", records=["s0", "s1"])
     r.observer.create_topic("secret", records=["x0"])
     r.observer.commit_offsets("old", {"seen": 1})
+    # live-future subscribes by name to `future`, which does not exist: in no assignment, so
+    # Kafka describes the group to a caller that may not DESCRIBE `future` (G3)
     with (
         _live_member(r.observer, "live", ["seen", "secret"]),
         _live_member(r.observer, "live-ok", ["seen"]),
+        _live_member(r.observer, "live-future", ["seen", "future"]),
     ):
         r.step(
-            "ConsumerGroupDescribe v1: live (a hidden topic), live-ok, old, hidden",
+            "ConsumerGroupDescribe v1: live (a hidden topic), live-ok, live-future, old, hidden",
             ANON,
             lambda c: c.raw(
                 69,
                 1,
-                group_ids=[c.t(g) for g in ("live", "live-ok", "old", "hidden")],
+                group_ids=[c.t(g) for g in ("live", "live-ok", "live-future", "old", "hidden")],
                 include_authorized_operations=True,
                 coordinator=(FIND_GROUP, "live-ok"),
-                unordered=["groups"],
+                # Kafka keeps a member's subscribed names in a hash set
+                unordered=["groups", "subscribed_topic_names"],
             ),
         )
         r.step(
-            "AdminClient.describe_consumer_groups live-ok, live",
+            "AdminClient.describe_consumer_groups live-ok, live, live-future",
             ANON,
-            lambda c: c.describe_groups(["live-ok", "live"]),
+            lambda c: c.describe_groups(["live-ok", "live", "live-future"]),
         )
         r.step(
             "OffsetDelete v0: live-ok (subscribed)",
@@ -581,6 +585,7 @@ GROUP_TXN_ACLS = (
     allow(ANON, "DESCRIBE", "GROUP", "live"),
     allow(ANON, "DESCRIBE", "GROUP", "live-ok"),
     allow(ANON, "DELETE", "GROUP", "live-ok"),
+    allow(ANON, "DESCRIBE", "GROUP", "live-future"),
     allow(ANON, "DESCRIBE", "GROUP", "old", pattern="PREFIXED"),
     allow(ANON, "DELETE", "GROUP", "old"),
     allow(ANON, "DESCRIBE", "TOPIC", "seen"),

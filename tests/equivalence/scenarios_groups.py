@@ -14,21 +14,36 @@ Java share consumer through aclgate is tests/kafka/test_share_streams.py.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tests.equivalence.harness import Client, Run, Scenario, allow
 
 ANON = "User:ANONYMOUS"
 FIND_GROUP = 0
+SHARE_HEARTBEAT = 76
 UNKNOWN_TOPIC = "00000000-0000-0000-0000-0000000000aa"  # an id no topic has
 # the steps with an explained difference (docs/design.md)
 SHARE_FETCH_UNKNOWN_ID = "ShareFetch sg-ok: an unknown topic id"
 STREAMS_NO_CREATE_STEP = "StreamsGroupHeartbeat st-nc, source in, no CREATE on its changelog"
 
 
-def _heartbeat(c: Client, group: str, member: str, epoch: int, topics: list[str] | None) -> Any:
+def group_heartbeat(
+    c: Client,
+    group: str,
+    member: str,
+    epoch: int,
+    topics: list[str] | None,
+    *,
+    api_key: int = SHARE_HEARTBEAT,
+    drop: Sequence[str] = ("assignment",),  # which partitions, and when: the assignor's business
+    **fields: Any,
+) -> Any:
+    """One ShareGroupHeartbeat v1 (or, with `api_key` 68 and its own `fields`,
+    ConsumerGroupHeartbeat v1): joining (epoch 0) with `topics` subscribed by name, or
+    leaving (epoch -1)."""
     return c.raw(
-        76,
+        api_key,
         1,
         group_id=c.t(group),
         member_id=member,
@@ -36,7 +51,32 @@ def _heartbeat(c: Client, group: str, member: str, epoch: int, topics: list[str]
         rack_id=None,
         subscribed_topic_names=None if topics is None else [c.t(t) for t in topics],
         coordinator=(FIND_GROUP, group),
-        drop=["assignment"],  # which partitions, and when, is the assignor's business
+        drop=drop,
+        **fields,
+    )
+
+
+def _all_share_offsets(c: Client, group: str, **fields: Any) -> Any:
+    """DescribeShareGroupOffsets v0 of every topic of `group` (the null form)."""
+    return c.raw(
+        90,
+        0,
+        groups=[{"group_id": c.t(group), "topics": None}],
+        coordinator=(FIND_GROUP, group),
+        unordered=["topics"],
+        **fields,
+    )
+
+
+def _describe_one(c: Client, api_key: int, version: int, group: str) -> Any:
+    """Share/StreamsGroupDescribe of one group, with Kafka's error message compared."""
+    return c.raw(
+        api_key,
+        version,
+        group_ids=[c.t(group)],
+        include_authorized_operations=True,
+        coordinator=(FIND_GROUP, group),
+        keep=["error_message"],  # Kafka words the 29 of a group naming a hidden topic itself
     )
 
 
@@ -84,18 +124,38 @@ def _acknowledge(c: Client, group: str, member: str, topic_ids: list[str]) -> An
     )  # fmt: skip
 
 
+def _both_assigned(out: Any) -> bool:
+    return len((out.get("assignment") or {}).get("topic_partitions") or ()) == 2
+
+
+def _observer_joined(joined: Any, group: str, ready: Callable[[Any], bool] = bool) -> None:
+    """Setup: the observer's (super user's) own member joined `group` (and `ready` accepts
+    its answer); anything else fails the run rather than let the steps describe a group that
+    does not name the hidden topic."""
+    if not (isinstance(joined, dict) and joined.get("error_code") == "NONE" and ready(joined)):
+        raise RuntimeError(f"the observer's member did not join {group}: {joined}")
+
+
 def share_groups(r: Run) -> None:
     r.observer.create_topic("q", records=["q0", "q1"])
     r.observer.create_topic("q-hidden", records=["h0"])
     r.observer.create_topic("q-secret")
     q, hidden = r.observer.topic_id("q"), r.observer.topic_id("q-hidden")
     member = _member_id()
+    # sg-hid: the observer's member is assigned q and q-secret, which the principal may not
+    # DESCRIBE; its share state is initialized for both before the steps describe it
+    o = r.observer
+    # a member is assigned a topic once its share state is initialized, and learns it from a
+    # later heartbeat (one sent again with epoch 0 answers the current one)
+    hid = ["q", "q-secret"]
+    joined = group_heartbeat(o, "sg-hid", _member_id(), 0, hid, drop=(), until=_both_assigned)
+    _observer_joined(joined, "sg-hid", _both_assigned)
     r.step("ShareGroupHeartbeat sg-none (no group ACL), joining", ANON,
-           lambda c: _heartbeat(c, "sg-none", member, 0, ["q"]))  # fmt: skip
+           lambda c: group_heartbeat(c, "sg-none", member, 0, ["q"]))  # fmt: skip
     r.step("ShareGroupHeartbeat sg-ok, joining with q and q-secret (no DESCRIBE)", ANON,
-           lambda c: _heartbeat(c, "sg-ok", member, 0, ["q", "q-secret"]))  # fmt: skip
+           lambda c: group_heartbeat(c, "sg-ok", member, 0, ["q", "q-secret"]))  # fmt: skip
     r.step("ShareGroupHeartbeat sg-ok, joining with q", ANON,
-           lambda c: _heartbeat(c, "sg-ok", member, 0, ["q"]))  # fmt: skip
+           lambda c: group_heartbeat(c, "sg-ok", member, 0, ["q"]))  # fmt: skip
     r.step(
         "ShareGroupDescribe sg-ok, sg-none, sg-missing",
         ANON,
@@ -107,6 +167,16 @@ def share_groups(r: Run) -> None:
             coordinator=(FIND_GROUP, "sg-ok"),
             unordered=["groups"],
         ),
+    )
+    r.step(
+        "ShareGroupDescribe sg-hid (a member assigned q-secret, no DESCRIBE)",
+        ANON,
+        lambda c: _describe_one(c, 77, 1, "sg-hid"),
+    )
+    r.step(
+        "DescribeShareGroupOffsets v0: sg-hid, all topics (q and the hidden q-secret)",
+        ANON,
+        lambda c: _all_share_offsets(c, "sg-hid"),
     )
     r.step("ShareFetch sg-none: q", ANON, lambda c: _share_fetch(c, "sg-none", member, [q]))
     r.step("ShareFetch sg-ok: q-hidden (DESCRIBE only)", ANON,
@@ -135,18 +205,15 @@ def share_groups(r: Run) -> None:
     r.step(
         "DescribeShareGroupOffsets v0: sg-ok, all topics",
         ANON,
-        lambda c: c.raw(
-            90,
-            0,
-            groups=[{"group_id": c.t("sg-ok"), "topics": None}],
-            coordinator=(FIND_GROUP, "sg-ok"),
-            unordered=["topics"],
+        lambda c: _all_share_offsets(
+            c,
+            "sg-ok",
             # the group's share state is initialized after the assignment, asynchronously
             until=lambda out: bool(out["groups"] and out["groups"][0]["topics"]),
         ),
     )
     r.step("ShareGroupHeartbeat sg-ok, leaving", ANON,
-           lambda c: _heartbeat(c, "sg-ok", member, -1, None))  # fmt: skip
+           lambda c: group_heartbeat(c, "sg-ok", member, -1, None))  # fmt: skip
     for api, key, what in (
         ("AlterShareGroupOffsets", 91, [{"partition_index": 0, "start_offset": 1}]),
         ("DeleteShareGroupOffsets", 92, None),
@@ -224,6 +291,10 @@ def streams_groups(r: Run) -> None:
     r.observer.create_topic("in", records=["i0"])
     r.observer.create_topic("in-hidden")
     member = _member_id()
+    # st-hid: the observer's member reads in-hidden, which the principal may not DESCRIBE
+    o = r.observer
+    joined = _streams_heartbeat(o, "st-hid", _member_id(), 0, "in-hidden")
+    _observer_joined(joined, "st-hid")
     r.step("StreamsGroupHeartbeat st-none (no group ACL), joining", ANON,
            lambda c: _streams_heartbeat(c, "st-none", member, 0, "in"))  # fmt: skip
     r.step("StreamsGroupHeartbeat st-ok, source in-hidden (no DESCRIBE)", ANON,
@@ -244,6 +315,11 @@ def streams_groups(r: Run) -> None:
                   "warmup_tasks", "topology_epoch", "partitions_by_user_endpoint"],
         ),
     )  # fmt: skip
+    r.step(
+        "StreamsGroupDescribe st-hid (a topology reading in-hidden, no DESCRIBE)",
+        ANON,
+        lambda c: _describe_one(c, 89, 0, "st-hid"),
+    )
     r.step("StreamsGroupHeartbeat st-ok, leaving", ANON,
            lambda c: _streams_heartbeat(c, "st-ok", member, -1, None))  # fmt: skip
     r.observe("the changelog topic exists", lambda o: o.topic_exists("st-ok-store-changelog", 5))
@@ -268,6 +344,7 @@ GROUP_SCENARIOS: list[Scenario] = [
             allow(ANON, "READ", "GROUP", "sg-ok"),
             allow(ANON, "DELETE", "GROUP", "sg-ok"),
             allow(ANON, "DESCRIBE", "GROUP", "sg-none"),
+            allow(ANON, "DESCRIBE", "GROUP", "sg-hid"),
             allow(ANON, "READ", "TOPIC", "q"),
             allow(ANON, "DESCRIBE", "TOPIC", "q-hidden"),
         ),
@@ -287,6 +364,8 @@ GROUP_SCENARIOS: list[Scenario] = [
         acls=(
             allow(ANON, "READ", "GROUP", "st-ok"),
             allow(ANON, "DESCRIBE", "GROUP", "st-none"),
+            allow(ANON, "DESCRIBE", "GROUP", "st-hid"),
+            allow(ANON, "DESCRIBE", "TOPIC", "st-hid-", pattern="PREFIXED"),
             allow(ANON, "READ", "TOPIC", "in"),
             allow(ANON, "CREATE", "TOPIC", "st-ok-", pattern="PREFIXED"),
             allow(ANON, "DESCRIBE", "TOPIC", "st-ok-", pattern="PREFIXED"),
