@@ -31,9 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aclgate.authz.decision import Decision
 from aclgate.authz.model import AclBinding
 from aclgate.protocol.bounds import CLIENT_ID, PRINCIPAL, RESOURCE_NAME, bounded, bounded_or_none
+from aclgate.protocol.enforce.context import DecisionRecord
+from aclgate.protocol.versions import api_name
 from aclgate.proxy.auditfile import AuditFile
 from aclgate.proxy.auditsink import AuditSink
 
@@ -111,24 +112,12 @@ class AuditLog:
 
     # --------------------------------------------------------------------- recording
 
-    def record(
-        self,
-        listener: str,
-        principal: str,
-        host: str,
-        client_id: str | None,
-        api: str,
-        api_key: int,
-        api_version: int,
-        operation: str,
-        resource_type: str,
-        resource_name: str,
-        decision: Decision,
-        enforced: bool,
-    ) -> None:
+    def record(self, record: DecisionRecord) -> None:
         now = self.clock()
-        key = (listener, principal, host, client_id, api, api_key, api_version, operation,
-               resource_type, resource_name, decision, enforced)  # fmt: skip
+        decision = record.outcome
+        key = (record.listener, record.principal, record.host, record.client_id,
+               api_name(record.api_key), record.api_key, record.api_version, record.operation.name,
+               record.resource_type.name, record.resource_name, decision, record.enforced)  # fmt: skip
         if decision.allowed:
             aggregates = self._allowed
         else:

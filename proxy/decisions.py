@@ -8,13 +8,10 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
-from aclgate.authz.decision import Decision
-from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.authz.model import ResourceType
 from aclgate.protocol.bounds import PRINCIPAL, RESOURCE_NAME, bounded
-from aclgate.protocol.enforce.context import AuthContext
-from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.enforce.context import DecisionRecord
 from aclgate.protocol.versions import api_name
 from aclgate.proxy.audit import AuditLog
 from aclgate.proxy.logs import log_safe
@@ -33,24 +30,16 @@ _TYPE_TEXT = {
 }
 
 
-def kafka_log_line(
-    principal: str,
-    host: str,
-    operation: AclOperation,
-    resource_type: ResourceType,
-    name: str,
-    api: str,
-    ref_count: int,
-    decision: Decision,
-) -> str:
+def kafka_log_line(record: DecisionRecord) -> str:
     """StandardAuthorizer's audit line (docs/audit.md, "The authorizer log line"), word for
     word, except that control characters are escaped: the resource name and the principal come
     from the client, and a topic name with a newline must not forge a second line."""
-    verdict = "Allowed" if decision.allowed else "Denied"
+    verdict = "Allowed" if record.outcome.allowed else "Denied"
     return log_safe(
-        f"Principal = {principal} is {verdict} operation = {operation.name} from host = {host} "
-        f"on resource = {_TYPE_TEXT[resource_type]}:LITERAL:{name} for request = {api} "
-        f"with resourceRefCount = {ref_count} based on rule {decision.kafka_rule()}"
+        f"Principal = {record.principal} is {verdict} operation = {record.operation.name} "
+        f"from host = {record.host} on resource = {_TYPE_TEXT[record.resource_type]}:LITERAL:"
+        f"{record.resource_name} for request = {api_name(record.api_key)} with "
+        f"resourceRefCount = {record.ref_count} based on rule {record.outcome.kafka_rule()}"
     )
 
 
@@ -207,7 +196,7 @@ class DecisionRecorder:
         self.audit = audit
         #: records made at once since the last turn that made waiting ones
         self._turn = 0
-        self._pending: deque[tuple[Any, ...]] = deque()
+        self._pending: deque[DecisionRecord] = deque()
         self._scheduled = False
         #: exported by proxy.metrics.HotCounters
         self.counts = counts
@@ -215,72 +204,46 @@ class DecisionRecorder:
         if isinstance(counts, DecisionCounts):  # so aclgate_denial_log_suppressed is exported
             counts.denial_log = self.denial_log
 
-    def decided(
-        self,
-        ctx: AuthContext,
-        header: RequestHeader,
-        operation: AclOperation,
-        resource_type: ResourceType,
-        resource_name: str,
-        decision: Decision,
-        enforced: bool,
-        log_if_denied: bool,
-        ref_count: int,
-    ) -> None:
-        key = (header.api_key, operation, resource_type, decision.allowed, enforced)
+    def decided(self, record: DecisionRecord) -> None:
+        allowed = record.outcome.allowed
+        key = (record.api_key, record.operation, record.resource_type, allowed, record.enforced)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
         # Kafka's levels (docs/audit.md, "The authorizer log line"): allowed at DEBUG, denied
         # at INFO if logIfDenied, else not at all
-        level = logging.DEBUG if decision.allowed else (logging.INFO if log_if_denied else 0)
+        level = logging.DEBUG if allowed else (logging.INFO if record.log_if_denied else 0)
         if level and authorizer_log.isEnabledFor(level):
-            # the line and the rate limit's keys get cut strings (protocol/bounds.py); the
-            # client id already is (protocol/header.py), the audit log cuts its own
-            principal = bounded(ctx.principal, PRINCIPAL)
-            name = bounded(resource_name, RESOURCE_NAME)
-            if decision.allowed or self.denial_log.admit(
-                (principal, operation, resource_type, name, header.api_key)
-            ):
-                line = kafka_log_line(
-                    principal,
-                    ctx.host,
-                    operation,
-                    resource_type,
-                    name,
-                    api_name(header.api_key),
-                    ref_count,
-                    decision,
-                )
-                authorizer_log.log(level, line if enforced else line + " (dry-run: not enforced)")
-        if self.audit is not None and (decision.allowed or log_if_denied):
-            self._record(
-                ctx.listener,
-                ctx.principal,
-                ctx.host,
-                header.client_id,
-                api_name(header.api_key),
-                header.api_key,
-                header.api_version,
-                operation.name,
-                resource_type.name,
-                resource_name,
-                decision,
-                enforced,
+            self._log_line(record, level)
+        if self.audit is not None and (allowed or record.log_if_denied):
+            self._record(record)
+
+    def _log_line(self, record: DecisionRecord, level: int) -> None:
+        """The authorizer log line, denials rate limited; the line and the rate limit's
+        keys get cut strings (protocol/bounds.py; the client id already is, by
+        protocol/header.py; the audit log cuts its own)."""
+        principal = bounded(record.principal, PRINCIPAL)
+        name = bounded(record.resource_name, RESOURCE_NAME)
+        if record.outcome.allowed or self.denial_log.admit(
+            (principal, record.operation, record.resource_type, name, record.api_key)
+        ):
+            line = kafka_log_line(record._replace(principal=principal, resource_name=name))
+            authorizer_log.log(
+                level, line if record.enforced else line + " (dry-run: not enforced)"
             )
 
-    def _record(self, *record: Any) -> None:
+    def _record(self, record: DecisionRecord) -> None:
         """`AuditLog.record` now, or in a later turn of the loop (the class docstring)."""
         assert self.audit is not None
         if self._turn < AUDIT_PER_TURN or len(self._pending) >= AUDIT_MAX_PENDING:
             self._turn += 1
-            self.audit.record(*record)
+            self.audit.record(record)
             return
         if not self._scheduled:
             try:
                 asyncio.get_running_loop().call_soon(self._next_turn)
             except RuntimeError:  # no event loop (a tool, a test): everything at once
                 self._turn = 1
-                self.audit.record(*record)
+                self.audit.record(record)
                 return
             self._scheduled = True
         self._pending.append(record)
@@ -292,7 +255,7 @@ class DecisionRecorder:
         if self.audit is not None:
             record = self.audit.record
             while pending and made < AUDIT_PER_TURN:
-                record(*pending.popleft())
+                record(pending.popleft())
                 made += 1
         self._turn = made
         if pending:
@@ -302,5 +265,5 @@ class DecisionRecorder:
     def flush_audit(self) -> None:
         """Make every waiting audit record now (before the audit log closes)."""
         while self._pending and self.audit is not None:
-            self.audit.record(*self._pending.popleft())
+            self.audit.record(self._pending.popleft())
         self._pending.clear()

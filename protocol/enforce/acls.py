@@ -189,7 +189,7 @@ def acl_admin_authorized(ctx: AuthContext, header: RequestHeader, operation: Acl
     """The cluster check, enforced in every mode (see the module docstring), and reported."""
     decision = ctx.decide(operation, ResourceType.CLUSTER, CLUSTER_NAME)
     ctx.policy.sink.decided(
-        ctx, header, operation, ResourceType.CLUSTER, CLUSTER_NAME, decision, True, True, 1
+        ctx.record(header, operation, ResourceType.CLUSTER, CLUSTER_NAME, decision)
     )
     return decision.allowed
 

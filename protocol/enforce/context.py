@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from aclgate.authz.authorizer import Authorizer, AuthorizerNotReadyError
 from aclgate.authz.decision import Decision
@@ -29,25 +29,42 @@ DRY_RUN = "dry-run"
 NOT_REQUESTED = -2147483648
 
 
+class DecisionRecord(NamedTuple):
+    """One authorization decision, made once where the authorizer answers (`AuthContext`)
+    and handed whole to the metrics, the authorizer log, the audit log and dry-run: who asked,
+    in which request, for what, and the outcome. A tuple: immutable and cheap to make, as one
+    is made for every check of every request."""
+
+    principal: str
+    host: str
+    listener: str
+    client_id: str | None
+    api_key: int
+    api_version: int
+    operation: AclOperation
+    resource_type: ResourceType
+    resource_name: str
+    #: the authorizer's answer: allowed or not, and the ACL or rule that decided
+    outcome: Decision
+    #: False: a denial only observed (dry-run mode or scope), the request goes through
+    enforced: bool
+    #: Kafka's logIfDenied: a denial that is part of a filter is neither logged nor audited
+    log_if_denied: bool
+    #: Kafka's resourceReferenceCount (0: authorizeByResourceType)
+    ref_count: int
+
+
+_new_record = tuple.__new__
+
+
 class DecisionSink(Protocol):
     """Receives every decision: the IO layer writes the audit log, logs and metrics."""
 
-    def decided(
-        self,
-        ctx: AuthContext,
-        header: RequestHeader,
-        operation: AclOperation,
-        resource_type: ResourceType,
-        resource_name: str,
-        decision: Decision,
-        enforced: bool,
-        log_if_denied: bool,
-        ref_count: int,
-    ) -> None: ...
+    def decided(self, record: DecisionRecord) -> None: ...
 
 
 class _NoSink:
-    def decided(self, *args: object) -> None:
+    def decided(self, record: DecisionRecord) -> None:
         pass
 
 
@@ -177,17 +194,53 @@ class AuthContext:
             or self.policy.enforces_denial(self.principal, resource_type, name)
         )
         self._sink.decided(
-            self,
-            header,
+            _new_record(  # DecisionRecord(...) without its __new__'s Python frame
+                DecisionRecord,
+                (
+                    self.principal,
+                    self.host,
+                    self.listener,
+                    header.client_id,
+                    header.api_key,
+                    header.api_version,
+                    operation,
+                    resource_type,
+                    name,
+                    decision,
+                    enforced,
+                    log_if_denied,
+                    ref_count,
+                ),
+            )
+        )
+        return decision.allowed or not enforced
+
+    def record(
+        self,
+        header: RequestHeader,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        decision: Decision,
+        enforced: bool = True,
+    ) -> DecisionRecord:
+        """The record of a decision made outside `check` (the ACL Admin API's cluster
+        check, authorizeByResourceType), to hand to the policy's sink."""
+        return DecisionRecord(
+            self.principal,
+            self.host,
+            self.listener,
+            header.client_id,
+            header.api_key,
+            header.api_version,
             operation,
             resource_type,
             name,
             decision,
             enforced,
-            log_if_denied,
-            ref_count,
+            True,
+            1,
         )
-        return decision.allowed or not enforced
 
     def check_cluster(
         self, header: RequestHeader, operation: AclOperation, log_if_denied: bool = True
@@ -224,6 +277,8 @@ class AuthContext:
             raise NotReady(str(exc)) from exc
         enforced = decision.allowed or self.enforcing
         self._sink.decided(
-            self, header, operation, resource_type, "*", decision, enforced, False, 0
+            self.record(header, operation, resource_type, "*", decision, enforced)._replace(
+                log_if_denied=False, ref_count=0
+            )
         )
         return decision.allowed or not enforced

@@ -12,14 +12,12 @@ lists) are not reached here: no broker answers; test_admin_apis.py covers those 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.codec import encode_request
-from aclgate.protocol.enforce.context import AuthContext, Policy
+from aclgate.protocol.enforce.context import AuthContext, DecisionRecord, Policy
 from aclgate.protocol.enforce.table import TABLE
 from aclgate.protocol.session import ProxySession
 from tests.enforce.test_admin_apis import CASES, PROFILES
@@ -31,10 +29,14 @@ class Recorder:
     def __init__(self) -> None:
         self.seen: set[tuple[AclOperation, ResourceType, bool]] = set()
 
-    def decided(self, ctx: Any, header: Any, operation: AclOperation, resource_type: ResourceType,
-                name: str, decision: Any, enforced: bool, log_if_denied: bool,
-                ref_count: int) -> None:  # fmt: skip
-        self.seen.add((operation, resource_type, ref_count == 0 and name == "*"))
+    def decided(self, record: DecisionRecord) -> None:
+        self.seen.add(
+            (
+                record.operation,
+                record.resource_type,
+                record.ref_count == 0 and record.resource_name == "*",
+            )
+        )
 
 
 def _checks(key: int, profile: str) -> set[tuple[AclOperation, ResourceType, bool]]:

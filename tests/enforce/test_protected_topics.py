@@ -80,8 +80,8 @@ def test_a_dry_run_observes_the_policy_but_never_opens_a_protected_topic():
     decided: list[tuple[str, bool]] = []
 
     class Sink:
-        def decided(self, ctx, header, op, rtype, name, decision, enforced, *rest):
-            decided.append((name, enforced))
+        def decided(self, record):
+            decided.append((record.resource_name, record.enforced))
 
     policy = Policy(authorizer=a, mode=DRY_RUN, sink=Sink(), protected_topics=frozenset({STORE}))
     alice = AuthContext(policy, "User:alice", "10.0.0.1", "PLAINTEXT")

@@ -14,6 +14,7 @@ import pytest
 from aclgate.pipeline.report import ReportOptions, run_report
 from aclgate.pipeline.sample_world import SUPER_USERS, api_fields, build_world
 from aclgate.pipeline.spark import Progress
+from tests.fixtures.decisions import decision_record
 from tests.pipeline.helpers import write_acl_file
 
 pytestmark = pytest.mark.spark
@@ -55,8 +56,13 @@ def record_decisions(path, n: int) -> dict[str, int]:
         )
         enforced = i >= n // 2  # the first half in dry-run mode
         key, version = api_fields(a.api)
-        log.record(a.listener, a.principal, a.host, a.client_id, a.api, key, version, a.operation,
-                   a.resource_type, a.resource_name, decision, enforced or decision.allowed)  # fmt: skip
+        log.record(
+            decision_record(
+                decision, a.resource_name, a.principal, a.host, operation=a.operation,
+                resource_type=a.resource_type, listener=a.listener, client_id=a.client_id,
+                api_key=key, api_version=version, enforced=enforced or decision.allowed,
+            )
+        )  # fmt: skip
         totals[decision.verdict] += 1
         totals["dry_run"] += not enforced and not decision.allowed
         clock.now += 0.05

@@ -6,10 +6,11 @@ import gzip
 import json
 
 from aclgate.authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
-from aclgate.authz.model import AclBinding, AclOperation, ResourceType
+from aclgate.authz.model import AclBinding, AclOperation
 from aclgate.proxy.audit import AuditLog
 from aclgate.proxy.auditfile import AuditFile
 from aclgate.proxy.decisions import kafka_log_line
+from tests.fixtures.decisions import decision_record
 
 SCHEMA_FIELDS = [
     "schema_version", "ts", "ts_first", "count", "proxy", "listener", "principal", "host", "client_id",
@@ -34,19 +35,11 @@ def record(
     enforced: bool = True,
 ):
     log.record(
-        "SASL_SSL",
-        principal,
-        "10.1.2.3",
-        "rdkafka",
-        "Produce",
-        0,
-        9,
-        "WRITE",
-        "TOPIC",
-        name,
-        decision,
-        enforced,
-    )
+        decision_record(
+            decision, name, principal, "10.1.2.3", listener="SASL_SSL", client_id="rdkafka",
+            enforced=enforced,
+        )
+    )  # fmt: skip
 
 
 def lines(path) -> list[dict]:
@@ -140,15 +133,11 @@ def test_kafka_log_line_is_word_for_word_standard_authorizer():
         }
     )
     line = kafka_log_line(
-        "User:bob",
-        "127.0.0.1",
-        AclOperation.READ,
-        ResourceType.TOPIC,
-        "alpha",
-        "Fetch",
-        1,
-        Decision(False, "ACL", acl),
-    )
+        decision_record(
+            Decision(False, "ACL", acl), "alpha", "User:bob", "127.0.0.1",
+            operation=AclOperation.READ, api_key=1,
+        )
+    )  # fmt: skip
     # StandardAuthorizerTest.testDenyAuditLogging (docs/audit.md, "The authorizer log line")
     assert line == (
         "Principal = User:bob is Denied operation = READ from host = 127.0.0.1 on resource = "

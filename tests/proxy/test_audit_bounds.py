@@ -11,11 +11,11 @@ import re
 from types import SimpleNamespace
 
 from aclgate.authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
-from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.authz.model import AclOperation
 from aclgate.protocol import bounds, header
-from aclgate.protocol.header import RequestHeader
 from aclgate.proxy.audit import AuditLog
 from aclgate.proxy.decisions import DecisionRecorder
+from tests.fixtures.decisions import decision_record
 from tests.fixtures.rawclient import RawClient
 from tests.listeners.util import metadata_request, read_audit
 from tests.proxy.test_audit import Clock, lines
@@ -28,16 +28,11 @@ CTX = SimpleNamespace(principal="User:eve", host="10.0.0.9", listener="PLAINTEXT
 def decide(rec: DecisionRecorder, name: str, decision: Decision, client_id: str = "c") -> None:
     """One decision, reported as AuthContext.check reports it."""
     rec.decided(
-        CTX,  # type: ignore[arg-type]  # the recorder reads listener, principal and host
-        RequestHeader(3, 4, 1, client_id, False, 0),
-        AclOperation.DESCRIBE,
-        ResourceType.TOPIC,
-        name,
-        decision,
-        True,
-        True,
-        1,
-    )
+        decision_record(
+            decision, name, "User:eve", "10.0.0.9", operation=AclOperation.DESCRIBE,
+            client_id=client_id, api_key=3, api_version=4,
+        )
+    )  # fmt: skip
 
 
 def total_count(events: list[dict]) -> int:
@@ -97,8 +92,12 @@ def test_the_audit_log_cuts_what_it_is_given_and_counts_a_cut_key_as_one(tmp_pat
     log = AuditLog(tmp_path / "audit.jsonl", "p", window=10, clock=Clock())
     principal, cid, name = "User:" + "p" * 5000, "c" * 5000, "n" * 5000
     for decision in (NO_ACL_ALLOW, NO_ACL_ALLOW, DEFAULT_DENY):
-        log.record("PLAINTEXT", principal, "10.0.0.1", cid, "Metadata", 3, 4, "DESCRIBE",
-                   "TOPIC", name, decision, True)  # fmt: skip
+        log.record(
+            decision_record(
+                decision, name, principal, operation="DESCRIBE", client_id=cid, api_key=3,
+                api_version=4,
+            )
+        )  # fmt: skip
     assert log.held()[0] == 1
     log.close()
     denied, allowed = lines(log.path)

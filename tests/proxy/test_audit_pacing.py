@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import uvloop
 
-from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.decision import Decision
-from aclgate.authz.model import AclOperation, ResourceType
-from aclgate.protocol.enforce.context import AuthContext, Policy
+from aclgate.authz.model import AclOperation
+from aclgate.protocol.enforce.context import DecisionRecord
 from aclgate.protocol.header import RequestHeader
 from aclgate.proxy import decisions
 from aclgate.proxy.audit import AuditLog
 from aclgate.proxy.decisions import AUDIT_PER_TURN, DecisionRecorder
+from tests.fixtures.decisions import decision_record
 
 DENIED = Decision(False, "NO_MATCHING_ACL", None)
 HEADER = RequestHeader(3, 12, 1, "c", True, 0)
@@ -31,16 +30,15 @@ class Spy(AuditLog):
         super().__init__(path, "p")
         self.names: list[str] = []
 
-    def record(self, *args: Any) -> None:
-        self.names.append(args[9])
-        super().record(*args)
+    def record(self, record: DecisionRecord) -> None:
+        self.names.append(record.resource_name)
+        super().record(record)
 
 
 def _deny_all(recorder: DecisionRecorder) -> None:
-    ctx = AuthContext(Policy(Authorizer()), "User:x", "127.0.0.1", "PLAINTEXT")
     for i in range(COUNT):
         recorder.decided(
-            ctx, HEADER, AclOperation.DESCRIBE, ResourceType.TOPIC, f"t{i}", DENIED, True, True, 1
+            decision_record(DENIED, f"t{i}", "User:x", "127.0.0.1", operation=AclOperation.DESCRIBE)
         )
 
 

@@ -10,12 +10,11 @@ import threading
 from types import SimpleNamespace
 
 from aclgate.authz.decision import Decision
-from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.authz.model import AclOperation
 from aclgate.protocol.codec import encode_request
-from aclgate.protocol.enforce.context import AuthContext
-from aclgate.protocol.header import RequestHeader
 from aclgate.proxy.decisions import DecisionRecorder, DenialLogLimiter, kafka_log_line
 from aclgate.proxy.metrics import HotCounters
+from tests.fixtures.decisions import decision_record
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.wait import wait_until
 from tests.proxy.test_log_safety import denied_produce
@@ -46,9 +45,7 @@ NO_POLICY = SimpleNamespace(
 
 
 def deny(rec: DecisionRecorder, topic: str = "secret", principal: str = "User:eve") -> None:
-    ctx = AuthContext(NO_POLICY, principal, "10.0.0.9", "PLAINTEXT")
-    header = RequestHeader(0, 9, 7, "cli", True, 0)
-    rec.decided(ctx, header, AclOperation.WRITE, ResourceType.TOPIC, topic, DENY, True, True, 1)
+    rec.decided(decision_record(DENY, topic, principal, "10.0.0.9", client_id="cli"))
 
 
 def messages(caplog) -> list[str]:
@@ -66,9 +63,7 @@ def test_a_flood_of_one_denial_writes_the_limit_then_one_summary(caplog):
     for _ in range(5000):
         deny(rec)
     lines = messages(caplog)
-    expected = kafka_log_line(
-        "User:eve", "10.0.0.9", AclOperation.WRITE, ResourceType.TOPIC, "secret", "Produce", 1, DENY
-    )
+    expected = kafka_log_line(decision_record(DENY, "secret", "User:eve", "10.0.0.9"))
     assert lines == [expected] * 10  # Kafka's line, unchanged, up to the limit
     clock.now += 1.0
     deny(rec)  # the next window: its first denial is written after the summary of the last
@@ -120,18 +115,11 @@ def test_each_key_has_its_own_limit_and_a_quiet_key_is_untouched(caplog):
 def test_allowed_decisions_are_not_limited(caplog):
     caplog.set_level(logging.DEBUG, logger="aclgate.authorizer")
     rec, _ = recorder(Clock(), per_key=1)
-    ctx = AuthContext(NO_POLICY, "User:alice", "10.0.0.1", "PLAINTEXT")
     for _ in range(20):
         rec.decided(
-            ctx,
-            RequestHeader(1, 12, 1, "c", True, 0),
-            AclOperation.READ,
-            ResourceType.TOPIC,
-            "orders",
-            Decision(True, "ACL", None),
-            True,
-            True,
-            1,
+            decision_record(
+                Decision(True, "ACL", None), operation=AclOperation.READ, api_key=1, api_version=12
+            )
         )
     assert len(messages(caplog)) == 20 and rec.denial_log.suppressed == 0
 

@@ -9,9 +9,9 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
 from aclgate.authz.decision import Decision
-from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.proxy.decisions import kafka_log_line
 from aclgate.proxy.logs import log_safe
+from tests.fixtures.decisions import decision_record
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.fixtures.wait import wait_until
 
@@ -49,14 +49,9 @@ def test_log_safe_escapes_control_characters_and_keeps_the_rest():
 
 def test_a_topic_name_with_a_newline_cannot_forge_a_denial_line():
     line = kafka_log_line(
-        "User:bob\r",
-        "127.0.0.1",
-        AclOperation.WRITE,
-        ResourceType.TOPIC,
-        f"t\n{FORGED}",
-        "Produce",
-        1,
-        Decision(False, "NO_MATCH", None),
+        decision_record(
+            Decision(False, "NO_MATCH", None), f"t\n{FORGED}", "User:bob\r", "127.0.0.1"
+        )
     )
     assert "\n" not in line and "\r" not in line
     assert line.startswith("Principal = User:bob\\r is Denied operation = WRITE")
