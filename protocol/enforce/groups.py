@@ -440,7 +440,7 @@ def _filter_groups(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
     )
 
 
-def group_entries(array: str) -> dict[str, Any]:
+def group_entries(array: str, **more: Any) -> dict[str, Any]:
     """PerEntry settings (field name -> value, of the fields' several types) for a request
     array of group ids described per group."""
     return {
@@ -451,7 +451,20 @@ def group_entries(array: str) -> dict[str, Any]:
         "name": _group_id,
         "entry_key": "group_id",
         "doc_name": "group_id",
+        **more,
     }
+
+
+def modern_group_entries() -> dict[str, Any]:
+    """`group_entries` of the KIP-848, share and streams group describes, whose denied
+    groups Kafka answers without an error message (KafkaApis sets only the code)."""
+    return group_entries("group_ids", entry_overrides={"error_message": None})
+
+
+#: Kafka's message for a described consumer group naming a topic the caller may not DESCRIBE
+HIDDEN_TOPIC_GROUP = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
 
 
 def _group_id(group_id: str) -> str:
@@ -710,7 +723,7 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
 
 class ConsumerGroupDescribeHandler(PerEntry):
     def __init__(self) -> None:
-        super().__init__(**group_entries("group_ids"))
+        super().__init__(**modern_group_entries())
 
     def describe(self) -> str:
         return (
@@ -784,7 +797,11 @@ def _consumer_group_describe_answer(
                             TOPIC_DENIED,
                             None,
                             None,
-                            {"group_id": g.group_id, "members": ()},
+                            {
+                                "group_id": g.group_id,
+                                "members": (),
+                                "error_message": HIDDEN_TOPIC_GROUP,
+                            },
                         )
                     )
                     continue

@@ -37,7 +37,13 @@ from aclgate.protocol.enforce.base import (
 )
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.context import AuthContext
-from aclgate.protocol.enforce.groups import Decided, describe_groups, group_entries
+from aclgate.protocol.enforce.groups import (
+    HIDDEN_TOPIC_GROUP,
+    Decided,
+    describe_groups,
+    group_entries,
+    modern_group_entries,
+)
 from aclgate.protocol.enforce.topics import resolve
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
@@ -186,7 +192,7 @@ class StreamsGroupHeartbeatHandler(ApiHandler):
 
 
 _HIDDEN_MESSAGE = {
-    77: "The group has described topic(s) that the client is not authorized to describe.",
+    77: HIDDEN_TOPIC_GROUP,
     89: "The described group uses topics that the client is not authorized to describe.",
 }
 
@@ -209,7 +215,7 @@ class GroupDescribeHandler(PerEntry):
     hidden topics become bare 29 entries; authorized operations computed for the client."""
 
     def __init__(self, streams: bool) -> None:
-        super().__init__(**group_entries("group_ids"))
+        super().__init__(**modern_group_entries())
         self.streams = streams
 
     def describe(self) -> str:

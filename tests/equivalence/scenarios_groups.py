@@ -166,6 +166,7 @@ def share_groups(r: Run) -> None:
             include_authorized_operations=True,
             coordinator=(FIND_GROUP, "sg-ok"),
             unordered=["groups"],
+            keep=["error_message"],  # none for the denied group, as Kafka
         ),
     )
     r.step(
@@ -311,6 +312,7 @@ def streams_groups(r: Run) -> None:
             include_authorized_operations=True,
             coordinator=(FIND_GROUP, "st-ok"),
             unordered=["groups"],
+            keep=["error_message"],  # none for the denied group, as Kafka
             drop=["process_id", "client_tags", "task_offsets", "active_tasks", "standby_tasks",
                   "warmup_tasks", "topology_epoch", "partitions_by_user_endpoint"],
         ),
