@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 from aclgate.authz.model import AclBinding
 
 R = TypeVar("R", covariant=True)
+Answer = TypeVar("Answer")
 
 # ------------------------------------------------------------------- waits (resumed)
 
@@ -70,6 +71,17 @@ class ListTopicNames(Waits["TopicNames | None"]):
     the list, or with None when the cluster cannot tell and no list is known yet."""
 
     max_age: float
+
+
+@dataclass(frozen=True, slots=True)
+class AskCluster(Waits["Answer | None"], Generic[Answer]):
+    """Send `request` (a kio request body) to the cluster as the proxy itself, over the
+    control connection, when an answer the broker computes for its caller must be computed
+    again for the client (e.g. DescribeTopicPartitions pages). Resumed with the decoded
+    answer, or with None when the cluster cannot be asked or answers something else."""
+
+    request: Any
+    answer: type[Answer]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +175,7 @@ Wait = (
     LookUpTopicIds
     | LookUpPartitionCounts
     | ListTopicNames
+    | AskCluster[Any]
     | RunBlocking
     | Sleep
     | AwaitSignal

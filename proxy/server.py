@@ -875,6 +875,24 @@ class ProxyServer:
 
         self._spawn(listing())
 
+    def ask_cluster(self, request: Any, expected: type, done: Callable[[Any], None]) -> None:
+        """Send one request as the proxy itself on the control connection (AskCluster):
+        `done` gets the answer, or None when it failed or is not an `expected`."""
+
+        async def ask() -> None:
+            answer = None
+            try:
+                answer = await self.control.request(request)
+            except Exception as exc:
+                self.log_refusal(
+                    "ask_cluster",
+                    f"api_key={request.__api_key__} on the control connection failed: {exc!r}",
+                    logger=log.name,
+                )
+            done(answer if isinstance(answer, expected) else None)
+
+        self._spawn(ask())
+
     def _spawn(self, coro) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
         self._tasks = [t for t in self._tasks if not t.done()]

@@ -2,9 +2,13 @@
 
 * CreatePartitions reports duplicate names as INVALID_REQUEST before authorization, then
   checks ALTER per topic.
-* DescribeTopicPartitions filters like all-topics Metadata, also across `cursor` paging: a
-  next cursor that would name a hidden topic is sealed (protocol/enforce/cursor.py, with the
-  key in `Policy.cursors`) and opened again when the client sends it back.
+* DescribeTopicPartitions without topic names pages over the topics the client may DESCRIBE,
+  as Kafka does: the broker pages over every topic (it answers the proxy), so the proxy reads
+  broker pages on the control connection (the `AskCluster` effect) until the client's page
+  is full, at most 1 + EXTRA_PAGES of them. Past that bound the page is short and its next
+  cursor is where the reading stopped; when that names a hidden topic it is sealed
+  (protocol/enforce/cursor.py, with the key in `Policy.cursors`) and opened again when the
+  client sends it back.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
+from datetime import timedelta
 from types import ModuleType
 from typing import TypeVar
 
@@ -23,9 +28,10 @@ from kio.schema.describe_topic_partitions.v0 import request as dtp_request
 from kio.schema.describe_topic_partitions.v0 import response as dtp_response
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
-from kio.static.primitive import i32
+from kio.static.primitive import i32, i32Timedelta
 
 from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.effects import AskCluster
 from aclgate.protocol.enforce.base import (
     ApiHandler,
     KioBody,
@@ -124,11 +130,18 @@ class CreatePartitionsHandler(PerEntry):
 
 # ------------------------------------------------------------------ DescribeTopicPartitions
 
+#: broker pages asked for beyond the first to fill one client page: the bound on the work one
+#: all-topics request makes (a principal who may see 1 topic of 100,000 gets short pages,
+#: each with a cursor, rather than making the proxy read every partition of the cluster)
+EXTRA_PAGES = 4
+#: the partition limit of those pages: Kafka's max.request.partition.size.limit default (a
+#: broker caps a larger one at its own value, so asking more gains nothing)
+EXTRA_PAGE_LIMIT = 2000
+
 
 @dataclass
-class _TopicPlan:
+class _Named:
     header: RequestHeader
-    all_topics: bool
     errors: tuple[dtp_response.DescribeTopicPartitionsResponseTopic, ...]
 
 
@@ -141,7 +154,8 @@ class DescribeTopicPartitionsHandler(ApiHandler):
         return (
             "`DESCRIBE TOPIC[name]` per topic at or after the cursor (logIfDenied=true even for "
             "all-topics); named topics denied: {29, name, zero id}; all-topics (empty list): "
-            "unauthorized topics omitted, also across cursor paging; topic bitfields computed for "
+            "paged over the topics the client may describe, as Kafka pages them (more broker "
+            "pages are read to fill a page, at most 4 more); topic bitfields computed for "
             "the client; a cursor not among the named topics or a negative cursor partition: "
             "every topic 42"
         )
@@ -158,11 +172,14 @@ class DescribeTopicPartitionsHandler(ApiHandler):
         if cursor is not request.cursor:
             request = dataclasses.replace(request, cursor=cursor)
             frame = reencode_request(frame, header, request)
-        if not request.topics:
-            plan = _TopicPlan(header, True, ())
-            forward(session, header, frame, WithState(_describe_topic_partitions_answer, plan))
-        else:
+        if request.topics:
             self._named(session, ctx, header, frame, request)
+            return
+        pages = _Pages(ctx, header, request)
+        if ctx.enforcing:
+            pages.ask(session, frame, request)
+        else:  # dry-run: the broker's page, which holds every topic the client would see
+            forward(session, header, frame, WithState(_one_page, pages))
 
     def _named(
         self,
@@ -204,8 +221,8 @@ class DescribeTopicPartitionsHandler(ApiHandler):
                 request, topics=kept, cursor=cursor if keep_cursor else None
             )
             frame = reencode_request(frame, header, request)
-        plan = _TopicPlan(header, False, tuple(errors))
-        forward(session, header, frame, WithState(_describe_topic_partitions_answer, plan))
+        plan = _Named(header, tuple(errors))
+        forward(session, header, frame, WithState(_named_answer, plan))
 
     @staticmethod
     def _all(
@@ -219,6 +236,177 @@ class DescribeTopicPartitionsHandler(ApiHandler):
             ErrorCode.none,
             topics=tuple(_dtp_topic(mod, code, t.name) for t in request.topics),
         )
+
+
+class _Pages:
+    """One all-topics request answered as Kafka's DescribeTopicPartitionsRequestHandler and
+    KRaftMetadataCache.describeTopicResponse page it: over the topics the client may DESCRIBE,
+    in name order from the cursor, `limit` partitions (a topic may be cut; the next cursor is
+    the first partition not returned, or the next topic's partition 0 when the page ends with
+    a topic), the limit being the request's capped by the broker's
+    max.request.partition.size.limit.
+
+    The broker pages over every topic (it answers the proxy), so broker pages are read in
+    turn (`feed`) until the client's page is full or the cluster has no more, at most
+    1 + EXTRA_PAGES of them; past that the page is short and its cursor is where the reading
+    stopped (sealed when it names a hidden topic)."""
+
+    __slots__ = (
+        "ctx",
+        "first",
+        "following",
+        "header",
+        "limit",
+        "pages",
+        "request",
+        "seen",
+        "taken",
+        "throttle",
+        "topics",
+    )
+
+    def __init__(
+        self, ctx: AuthContext, header: RequestHeader, request: DescribeTopicPartitionsRequest
+    ) -> None:
+        self.ctx, self.header, self.request = ctx, header, request
+        self.topics: list[dtp_response.DescribeTopicPartitionsResponseTopic] = []
+        #: DESCRIBE decisions made for this request (a topic cut across pages is checked once)
+        self.seen: dict[str, bool] = {}
+        self.limit = self.taken = self.pages = 0
+        self.first: DescribeTopicPartitionsResponse | None = None
+        #: where the broker's last page left off (while more pages are read)
+        self.following: dtp_response.Cursor | None = None
+        self.throttle = i32Timedelta.parse(timedelta(0))
+
+    def feed(
+        self, page: DescribeTopicPartitionsResponse
+    ) -> DescribeTopicPartitionsResponse | dtp_response.Cursor:
+        """Take one broker page: the client's answer once it is complete, else the broker's
+        cursor to read the next page from."""
+        self.pages += 1
+        self.throttle = max(self.throttle, page.throttle_time)
+        if self.first is None:
+            self.first = page
+            # a page with a next cursor holds exactly the broker's capped limit
+            asked = max(int(self.request.response_partition_limit), 1)
+            held = sum(len(t.partitions) for t in page.topics)
+            self.limit = asked if page.next_cursor is None else max(min(asked, held), 1)
+        for topic in page.topics:
+            self.ctx.policy.topic_ids.learn(topic.topic_id, topic.name)
+            name = topic.name
+            if name is None or not self._visible(name):
+                continue
+            parts = topic.partitions
+            if self.taken == self.limit:  # the page ended with the topic before this one
+                return self._answer(_cursor(name, parts[0].partition_index if parts else 0))
+            take = min(self.limit - self.taken, len(parts))
+            self._add(name, topic, parts[:take])
+            if take < len(parts):
+                return self._answer(_cursor(name, parts[take].partition_index))
+        following = page.next_cursor
+        if following is None:
+            return self._answer(None)
+        if self.taken == self.limit and self._may_see(following.topic_name):
+            return self._answer(following)
+        return following
+
+    def stop(self, following: dtp_response.Cursor) -> DescribeTopicPartitionsResponse:
+        """The answer when no more broker pages are read: what was gathered, and a cursor
+        where the reading stopped (sealed when it names a topic the client may not see)."""
+        if self.ctx.enforcing and not self._may_see(following.topic_name):
+            # a name the client may not learn: sealed, not audited (Kafka never sees it)
+            following = _sealed_cursor(self.ctx, following)
+        return self._answer(following)
+
+    def next_page(self, following: dtp_response.Cursor) -> DescribeTopicPartitionsRequest:
+        return dataclasses.replace(
+            self.request,
+            cursor=dtp_request.Cursor(
+                topic_name=following.topic_name, partition_index=following.partition_index
+            ),
+            response_partition_limit=i32(max(EXTRA_PAGE_LIMIT, self.limit)),
+        )
+
+    def ask(
+        self, session: ProxySession, frame: Frame, request: DescribeTopicPartitionsRequest
+    ) -> None:
+        """Read one broker page on the control connection; the requests behind this one wait
+        (hold), so the answer keeps its place."""
+        session.wait(
+            AskCluster(request, DescribeTopicPartitionsResponse),
+            lambda page: self._asked(session, frame, page),
+        )
+
+    def _asked(
+        self, session: ProxySession, frame: Frame, page: DescribeTopicPartitionsResponse | None
+    ) -> None:
+        if page is None:  # the cluster could not be asked
+            if self.following is None:  # no page yet: the client's upstream pages, as before
+                forward(session, self.header, frame, WithState(_one_page, self))
+            else:
+                answer(session, self.header, self.stop(self.following))
+            return
+        got = self.feed(page)
+        if not isinstance(got, dtp_response.Cursor):
+            answer(session, self.header, got)
+        elif self.pages > EXTRA_PAGES:
+            answer(session, self.header, self.stop(got))
+        else:
+            self.following = got
+            self.ask(session, frame, self.next_page(got))
+
+    def _visible(self, name: str) -> bool:
+        known = self.seen.get(name)
+        if known is None:
+            known = self.seen[name] = self.ctx.check(self.header, DESCRIBE, TOPIC, name)
+        return known
+
+    def _may_see(self, name: str) -> bool:
+        """Whether a cursor may name `name` (decided, not audited, unless already checked)."""
+        known = self.seen.get(name)
+        return known if known is not None else self.ctx.decide(DESCRIBE, TOPIC, name).allowed
+
+    def _add(
+        self,
+        name: str,
+        topic: dtp_response.DescribeTopicPartitionsResponseTopic,
+        parts: tuple[dtp_response.DescribeTopicPartitionsResponsePartition, ...],
+    ) -> None:
+        self.taken += len(parts)
+        last = self.topics[-1] if self.topics else None
+        if last is not None and last.name == name:  # cut across broker pages: one entry
+            self.topics[-1] = dataclasses.replace(last, partitions=last.partitions + parts)
+            return
+        if self.ctx.enforcing:
+            topic = dataclasses.replace(
+                topic,
+                topic_authorized_operations=i32(self.ctx.authorized_operations(TOPIC, name)),
+            )
+        self.topics.append(dataclasses.replace(topic, partitions=parts))
+
+    def _answer(self, cursor: dtp_response.Cursor | None) -> DescribeTopicPartitionsResponse:
+        assert self.first is not None  # set by the first feed
+        return dataclasses.replace(
+            self.first,
+            topics=tuple(self.topics),
+            next_cursor=cursor,
+            throttle_time=self.throttle,
+        )
+
+
+def _cursor(topic: str, partition: int) -> dtp_response.Cursor:
+    return dtp_response.Cursor(topic_name=TopicName(topic), partition_index=i32(partition))
+
+
+def _one_page(session: ProxySession, slot: Slot, frame: Frame, pages: _Pages) -> bytes:
+    """The client's upstream answered the request itself (dry-run, or the control connection
+    failed): that one page, filtered, with the broker's cursor sealed if need be."""
+
+    def merge(body: DescribeTopicPartitionsResponse) -> DescribeTopicPartitionsResponse:
+        got = pages.feed(body)
+        return pages.stop(got) if isinstance(got, dtp_response.Cursor) else got
+
+    return merged_response(frame, slot, merge)
 
 
 def _open_cursor(ctx: AuthContext, cursor: dtp_request.Cursor | None) -> dtp_request.Cursor | None:
@@ -262,34 +450,20 @@ def _dtp_topic(
     return topic
 
 
-def _describe_topic_partitions_answer(
-    session: ProxySession, slot: Slot, frame: Frame, plan: _TopicPlan
-) -> bytes:
+def _named_answer(session: ProxySession, slot: Slot, frame: Frame, plan: _Named) -> bytes:
+    """Named topics: the broker's answer with the client's bitfields and the denied topics."""
     ctx = session.context
 
     def merge(body: DescribeTopicPartitionsResponse) -> DescribeTopicPartitionsResponse:
         topics: list[dtp_response.DescribeTopicPartitionsResponseTopic] = []
         for t in body.topics:
             ctx.policy.topic_ids.learn(t.topic_id, t.name)
-            if t.name is None:
-                topics.append(t)
-                continue
-            if plan.all_topics and not ctx.check(plan.header, DESCRIBE, TOPIC, t.name):
-                continue
-            if ctx.enforcing:
+            if t.name is not None and ctx.enforcing:
                 t = dataclasses.replace(
                     t, topic_authorized_operations=i32(ctx.authorized_operations(TOPIC, t.name))
                 )
             topics.append(t)
-        cursor = body.next_cursor
-        if (
-            plan.all_topics
-            and cursor is not None
-            and ctx.enforcing
-            and not ctx.decide(DESCRIBE, TOPIC, cursor.topic_name).allowed
-        ):  # a name the client may not learn: sealed, not audited (Kafka never sees it)
-            cursor = _sealed_cursor(ctx, cursor)
-        return dataclasses.replace(body, topics=tuple(topics) + plan.errors, next_cursor=cursor)
+        return dataclasses.replace(body, topics=tuple(topics) + plan.errors)
 
     return merged_response(frame, slot, merge)
 

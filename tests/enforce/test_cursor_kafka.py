@@ -1,6 +1,8 @@
-"""DescribeTopicPartitions paging through aclgate in front of Apache Kafka: the next cursor that
-would name a hidden topic reaches the client sealed (protocol/enforce/cursor.py), opens again
-on the proxy that sealed it, and opens nowhere else."""
+"""DescribeTopicPartitions paging through aclgate in front of Apache Kafka, past the bound on
+the broker pages read for one client page (here no more than the first: EXTRA_PAGES = 0): the
+next cursor that would name a hidden topic reaches the client sealed
+(protocol/enforce/cursor.py), opens again on the proxy that sealed it, and opens nowhere else.
+Within the bound the pages are Kafka's own: tests/kafka/test_dtp_pages_kafka.py."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from kio.static.primitive import i32
 
 from aclgate.authz.aclfile import dump_acl_file
 from aclgate.authz.model import AclBinding
+from aclgate.protocol.enforce import partitions
 from tests.fixtures.rawclient import RawClient, module, request_entity
 
 pytestmark = pytest.mark.kafka
@@ -55,7 +58,10 @@ def page_all(raw: RawClient, cursor: tuple[str, int] | None = None) -> tuple[lis
     raise AssertionError("paging did not end")
 
 
-def test_paging_never_names_a_hidden_topic(kafka_single, kafka_topic_name, proxy_factory, tmp_path):
+def test_paging_never_names_a_hidden_topic(
+    kafka_single, kafka_topic_name, proxy_factory, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(partitions, "EXTRA_PAGES", 0)  # every page is the broker's first
     ok, secret, zz = (f"{kafka_topic_name}-{s}" for s in ("a", "b", "c"))
     kafka_single.create_topic(ok)
     kafka_single.create_topic(secret, partitions=3)

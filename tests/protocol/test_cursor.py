@@ -18,15 +18,16 @@ from aclgate.authz.model import (
     ResourceType,
 )
 from aclgate.protocol import codec
+from aclgate.protocol.effects import AskCluster
 from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.cursor import KEY_SIZE, PREFIX, CursorSeal
+from aclgate.protocol.enforce.partitions import EXTRA_PAGES
 from aclgate.protocol.enforce.table import advertised_versions, handlers
-from aclgate.protocol.header import parse_request_header
 from aclgate.protocol.session import ProxySession, SessionConfig
 from aclgate.protocol.versions import response_class, response_module
 from tests.fixtures.rawclient import module, request_entity
 from tests.fixtures.scripted_broker import _defaults
-from tests.protocol.test_session import FakeIO, split_frames
+from tests.protocol.test_session import FakeIO
 
 KEY = bytes(range(KEY_SIZE))
 OTHER_KEY = bytes(range(1, KEY_SIZE + 1))
@@ -121,11 +122,12 @@ def _all_topics(corr: int, cursor: tuple[str, int] | None = None) -> bytes:
 
 
 def _page(session: ProxySession, io: FakeIO, corr: int, cursor, next_cursor: tuple[str, int]):
-    """One all-topics request, answered upstream with an empty page and `next_cursor`; returns
-    the cursor that reached the broker and the answer the client got (None if closed)."""
+    """One all-topics request; every broker page it asks for on the control connection
+    (AskCluster) is empty with `next_cursor`, so it stops at the bound with that cursor.
+    Returns the cursor of the first page asked and the answer the client got (None if
+    closed)."""
+    io.effects.clear()
     session.client_data(_all_topics(corr, cursor))
-    sent = split_frames(bytes(io.upstream))[-1]
-    asked = codec.decode_request(sent, parse_request_header(sent)).cursor
     mod = response_module(75, 0)
     body = _defaults(
         response_class(75, 0),
@@ -135,10 +137,18 @@ def _page(session: ProxySession, io: FakeIO, corr: int, cursor, next_cursor: tup
         ),
     )
     before = len(io.client)
-    session.upstream_data(codec.encode_response(corr, body))
+    asked = []
+    while io.effects:
+        token, effect = io.effects.pop(0)
+        assert isinstance(effect, AskCluster)
+        asked.append(effect.request.cursor)
+        session.resume(token, body)
+    assert len(asked) == 1 + EXTRA_PAGES  # then sealed (or, without a key, closed)
+    assert not io.upstream  # nothing went up the client's own connection
     got = bytes(io.client[before:])
     answer = codec.decode_response(got, 75, 0) if got else None
-    return (None if asked is None else (asked.topic_name, asked.partition_index)), answer
+    first = asked[0]
+    return (None if first is None else (first.topic_name, first.partition_index)), answer
 
 
 def test_the_policy_key_seals_and_opens():
