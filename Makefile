@@ -54,6 +54,13 @@ test-kafka-matrix: $(TEST_STAMP)  ## transparency + equivalence tests against KA
 	done; \
 	if [ -n "$$failed" ]; then echo "Kafka versions with failures:$$failed" >&2; exit 1; fi
 
+# franz-go's own kgo suite (fetched and built into .cache/outside/ by tests/outside/franz_go.py;
+# needs Go 1.26+), directly against Kafka and through aclgate, compared test by test
+# (docs/kafka.md, "An outside client's own suite"); `make test` runs it too.
+.PHONY: test-outside
+test-outside: $(TEST_STAMP) kafka-jars  ## franz-go's own integration suite: directly vs through aclgate (~2 min)
+	$(VENV)/bin/pytest tests/outside -rA $(PYTEST_ARGS)
+
 .PHONY: fuzz
 fuzz: $(TEST_STAMP)  ## long TCP-level fuzz run: FUZZ_CASES (200000), FUZZ_SEED (fresh), FUZZ_CASE (docs/fuzzing.md)
 	FUZZ_CASES=$(or $(FUZZ_CASES),200000) FUZZ_SEED=$(or $(FUZZ_SEED),$(shell date +%s)) \

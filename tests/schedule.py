@@ -22,6 +22,7 @@ import pytest
 SECONDS = {
     "tests/faults/test_faults.py": 150,
     "tests/pipeline/test_cluster.py": 126,
+    "tests/outside/test_franz_go_suite.py": 115,  # measured alone 2026-11-29, Kafka start incl.
     "tests/equivalence/test_equivalence.py": 110,
     "tests/kafka/test_share_streams.py": 78,
     "tests/enforce/test_clients_enforced.py": 67,
