@@ -326,7 +326,7 @@ def test_follow_up_pages_are_large_and_bounded(
             cursor = pages[-1][1]
     seen = [topic for topics, _ in pages for topic in topics]
     assert seen == [("a-pub", [0, 1]), ("z-pub", [0, 1, 2])]
-    assert all(c[0].startswith(PREFIX) and c[1] == 0 for _, c in pages[:-1])
+    assert all(c is not None and c[0].startswith(PREFIX) and c[1] == 0 for _, c in pages[:-1])
     assert not any("m-" in repr(p) for p in pages)
     # 30,005 partitions: each client request reads 10 + 4 x 2,000 of them, the last 5,975
     assert [len(a) for a in asked] == [1 + EXTRA_PAGES] * 3 + [4]
