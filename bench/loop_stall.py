@@ -34,9 +34,9 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +262,116 @@ def list_offsets_frame(count: int) -> bytes:
         lambda i: f"d{i:09d}",
         count,
     )
+
+
+def _named_entries(
+    api_key: int, version: int, array: str, entry: Callable[[Any, str], Any], **fields: Any
+) -> Callable[[int], bytes]:
+    """`count` -> a request of `api_key` whose array `array` (a top-level field, or
+    "outer.inner" inside one entry of a top-level array) holds `count` entries, entry i made
+    by `entry(module, name i)`; `fields` are the request's other fields."""
+    from tests.fixtures.rawclient import module
+
+    mod = module(api_key, version)
+    outer, _, inner = array.partition(".")
+
+    def make(count: int) -> bytes:
+        def body(entries: list[Any]) -> Any:
+            if not inner:
+                return request_entity(api_key, version, **{array: tuple(entries)}, **fields)
+            holder, holder_fields = fields[outer]
+            return request_entity(
+                api_key,
+                version,
+                **{k: v for k, v in fields.items() if k != outer},
+                **{outer: (holder(**holder_fields, **{inner: tuple(entries)}),)},
+            )
+
+        return frame_with_entries(
+            api_key, version, body, lambda i: entry(mod, f"n{i:09d}"), lambda i: f"n{i:09d}", count
+        )
+
+    return make
+
+
+_MS = timedelta(seconds=30)
+#: the cluster-only APIs whose denied answer mirrors the request's entries (protocol/enforce/
+#: denied_bytes.py): (api_key, version, `count` -> a request of `count` named entries)
+CLUSTER_ONLY: dict[str, tuple[int, int, Callable[[int], bytes]]] = {
+    "elect_leaders": (43, 2, _named_entries(
+        43, 2, "topic_partitions", lambda m, n: m.TopicPartitions(topic=n, partitions=(0,)),
+        election_type=0, timeout=_MS,
+    )),
+    "alter_partition_reassignments": (45, 1, _named_entries(
+        45, 1, "topics",
+        lambda m, n: m.ReassignableTopic(
+            name=n, partitions=(m.ReassignablePartition(partition_index=0, replicas=None),)
+        ),
+        timeout=_MS, allow_replication_factor_change=True,
+    )),
+    "list_partition_reassignments": (46, 0, _named_entries(
+        46, 0, "topics",
+        lambda m, n: m.ListPartitionReassignmentsTopics(name=n, partition_indexes=(0,)),
+        timeout=_MS,
+    )),
+    "alter_replica_log_dirs": (34, 2, _named_entries(
+        34, 2, "dirs.topics", lambda m, n: m.AlterReplicaLogDirTopic(name=n, partitions=(0,)),
+        dirs=(lambda **f: _module(34, 2).AlterReplicaLogDir(**f), {"path": "/d"}),
+    )),
+    "alter_client_quotas": (49, 1, _named_entries(
+        49, 1, "entries",
+        lambda m, n: m.EntryData(entity=(m.EntityData(entity_type="user", entity_name=n),), ops=()),
+        validate_only=False,
+    )),
+    "describe_user_scram_credentials": (50, 0, _named_entries(
+        50, 0, "users", lambda m, n: m.UserName(name=n)
+    )),
+    "alter_user_scram_credentials": (51, 0, _named_entries(
+        51, 0, "deletions", lambda m, n: m.ScramCredentialDeletion(name=n, mechanism=1),
+        upsertions=(),
+    )),
+    "describe_client_quotas": (48, 1, _named_entries(
+        48, 1, "components",
+        lambda m, n: m.ComponentData(entity_type=n, match_type=1, match=None), strict=False,
+    )),
+    "describe_log_dirs": (35, 4, _named_entries(
+        35, 4, "topics", lambda m, n: m.DescribableLogDirTopic(topic=n, partitions=(0,))
+    )),
+}  # fmt: skip
+
+
+def _module(api_key: int, version: int) -> Any:
+    from tests.fixtures.rawclient import module
+
+    return module(api_key, version)
+
+
+def elect_leaders_partitions_frame(count: int) -> bytes:
+    """ElectLeaders v2 of one topic and `count` partitions (the answer's largest: 37 bytes
+    per partition)."""
+    body = request_entity(
+        43, 2, election_type=0, timeout=_MS,
+        topic_partitions=(_module(43, 2).TopicPartitions(topic="t", partitions=(0,) * count),),
+    )  # fmt: skip
+    return encode_request(1, body, "stall")
+
+
+def in_process_ms(frame: bytes, tries: int = 3) -> tuple[float, int]:
+    """(the best of `tries` CPU times, in ms, that a proxy session of a principal without
+    any right takes to answer `frame`; the answer's bytes): the loop's own cost, no sockets,
+    CPU time so that the other processes of a busy machine do not count."""
+    from tests.protocol.test_request_limits import _session
+
+    best, size = float("inf"), 0
+    for _ in range(tries):
+        session, io = _session([])
+        started = time.thread_time()
+        session.client_data(frame)
+        best = min(best, time.thread_time() - started)
+        if io.closed is not None:
+            raise AssertionError(f"closed: {io.closed}")
+        size = len(io.client)
+    return round(best * 1000, 1), size
 
 
 def entries_at_limit(make: Callable[[int], bytes], api_key: int) -> int:
@@ -555,7 +665,60 @@ KINDS: tuple[InputKind, ...] = (
         "B7: a super user's DescribeAcls ANY over 50,000 ACLs",
     ),
 )
-PROFILES = ("plain", "sasl", "admin")
+PROFILES = ("plain", "sasl", "admin", "cluster")
+#: profiles whose proxy stands in front of Apache Kafka, not tansu
+KAFKA_PROFILES = frozenset({"cluster"})
+
+
+def _answered_at_limit(name: str) -> Callable[[Target], dict[str, Any]]:
+    """A cluster-only API's request (CLUSTER_ONLY) as large as its limit allows, denied to
+    User:ANONYMOUS: answered by aclgate itself from the request's bytes, which the outcome
+    must say. Profile `cluster`: the proxy accepts only the APIs its cluster serves (a request
+    of another is closed on its header, as Kafka closes it), and tansu serves none of these
+    but ListPartitionReassignments and the SCRAM ones."""
+    key, _version, make = CLUSTER_ONLY[name]
+    run = _at_limit(make, key)
+
+    def checked(target: Target) -> dict[str, Any]:
+        figures = run(target)
+        if figures["outcome"] != "answered":
+            raise AssertionError(f"{name}: {figures['outcome']}, not answered")
+        return figures
+
+    return checked
+
+
+def _elect_leaders_partitions(target: Target) -> dict[str, Any]:
+    """ElectLeaders v2 of one topic naming as many partitions as 1 MiB holds (a 9.7 MB
+    answer)."""
+    from aclgate.protocol.enforce.table import request_limits
+
+    count = (request_limits()[43] - 60) // 4
+    figures = _one_frame(elect_leaders_partitions_frame, count)(target)
+    if figures["outcome"] != "answered":
+        raise AssertionError(f"elect_leaders_partitions: {figures['outcome']}")
+    return figures
+
+
+KINDS += (
+    *(
+        InputKind(
+            f"{name}_at_limit",
+            "cluster",
+            _answered_at_limit(name),
+            f"{name.replace('_', ' ').capitalize()} v{version} of as many named entries as its "
+            "1 MiB limit holds, by a principal without the cluster right (answered from the "
+            "request's bytes, protocol/enforce/denied_bytes.py)",
+        )
+        for name, (_key, version, _make) in CLUSTER_ONLY.items()
+    ),
+    InputKind(
+        "elect_leaders_partitions_at_limit",
+        "cluster",
+        _elect_leaders_partitions,
+        "ElectLeaders v2 of one topic and some 262,000 partitions (1 MiB), denied: a 9.7 MB answer",
+    ),
+)
 
 
 # ------------------------------------------------------------------------ the proxies
@@ -577,7 +740,8 @@ def _write_acl_file(path: Path, extra: int) -> None:
 
 
 def proxy_args(profile: str, broker: str, workdir: Path) -> list[str]:
-    """`aclgate serve` arguments of one profile (files written into `workdir`)."""
+    """`aclgate serve` arguments of one profile (files written into `workdir`); `cluster`
+    is `plain` in front of Apache Kafka."""
     acl_file = workdir / f"acls-{profile}.json"
     _write_acl_file(acl_file, ADMIN_ACLS if profile == "admin" else 0)
     args = [
@@ -709,12 +873,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     wanted = [k for k in KINDS if not args.kinds or k.name in args.kinds.split(",")]
     rows: list[Measurement] = []
-    with tempfile.TemporaryDirectory() as tmp, TansuBroker(log_path=Path(tmp) / "tansu.log") as b:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        TansuBroker(log_path=Path(tmp) / "tansu.log") as tansu,
+        ExitStack() as stack,
+    ):
         for profile_name in PROFILES:
             kinds = [k for k in wanted if k.profile == profile_name]
             if not kinds:
                 continue
-            with running(profile_name, b.bootstrap, Path(tmp)) as profile:
+            broker = tansu.bootstrap
+            if profile_name in KAFKA_PROFILES:
+                from tests.kafka.cluster import KafkaCluster
+
+                kafka = KafkaCluster(workdir=Path(tmp) / "kafka").start()
+                stack.callback(kafka.stop)
+                broker = kafka.bootstrap
+            with running(profile_name, broker, Path(tmp)) as profile:
                 for kind in kinds:
                     m = measure_within_budget(profile, kind)
                     print(f"{m.kind}: stall {m.stall_ms} ms ({m.seconds} s) {m.figures}")

@@ -77,6 +77,24 @@ def _primitive(name: str, kafka_type: str, flexible: bool, nullable: bool) -> _F
     return _Field(name, "other", nullable, reader=get_reader(kafka_type, flexible, nullable))
 
 
+def field_of(f: dataclasses.Field[Any], flexible: bool) -> _Field:
+    """How one field of an entity is read (for walkers that need fields one by one)."""
+    shape = classify_field(f)
+    nullable = is_optional(f)
+    if isinstance(shape, EntityTupleField):
+        return _Field(f.name, "array", nullable, entity=shape.type_)
+    if isinstance(shape, EntityField):
+        return _Field(f.name, "struct", nullable, entity=shape.type_)
+    if isinstance(shape, PrimitiveTupleField):
+        # `tuple[X, ...] | None`: a nullable array; `tuple[X | None, ...]`: nullable items
+        array_nullable = _is_union(f.type)
+        tuple_type = next(a for a in _args(f.type) if a is not type(None))
+        item_nullable = _is_union(typing.get_args(tuple_type)[0])
+        item = _primitive(f.name, f.metadata["kafka_type"], flexible, item_nullable)
+        return _Field(f.name, "array", array_nullable, item=item)
+    return _primitive(f.name, f.metadata["kafka_type"], flexible, nullable)
+
+
 @functools.cache
 def _plan(cls: type[Entity]) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
     """(fields in wire order, tagged fields by tag) of an entity class."""
@@ -84,21 +102,7 @@ def _plan(cls: type[Entity]) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
     fields: list[_Field] = []
     tagged: dict[int, _Field] = {}
     for f in dataclasses.fields(cls):
-        shape = classify_field(f)
-        nullable = is_optional(f)
-        if isinstance(shape, EntityTupleField):
-            field = _Field(f.name, "array", nullable, entity=shape.type_)
-        elif isinstance(shape, EntityField):
-            field = _Field(f.name, "struct", nullable, entity=shape.type_)
-        elif isinstance(shape, PrimitiveTupleField):
-            # `tuple[X, ...] | None`: a nullable array; `tuple[X | None, ...]`: nullable items
-            array_nullable = _is_union(f.type)
-            tuple_type = next(a for a in _args(f.type) if a is not type(None))
-            item_nullable = _is_union(typing.get_args(tuple_type)[0])
-            item = _primitive(f.name, f.metadata["kafka_type"], flexible, item_nullable)
-            field = _Field(f.name, "array", array_nullable, item=item)
-        else:
-            field = _primitive(f.name, f.metadata["kafka_type"], flexible, nullable)
+        field = field_of(f, flexible)
         tag = f.metadata.get("tag")
         if tag is not None:
             tagged[tag] = field
@@ -137,21 +141,33 @@ def _entity(cls: type[Entity], buf: bytes | memoryview, off: int, end: int) -> i
     for field in fields:
         off = _field(field, cls.__flexible__, buf, off, end)
     if cls.__flexible__:
-        count, n = read_unsigned_varint(buf, off)
-        off += n
-        for _ in range(count):
-            tag, n = read_unsigned_varint(buf, off)
-            off += n
-            size, n = read_unsigned_varint(buf, off)
-            off += n
-            if off + size > end:
-                raise _past_end()
-            tagged_field = tagged.get(tag)
-            if tagged_field is not None and tagged_field.kind in ("array", "struct"):
-                _field(tagged_field, True, buf, off, off + size)
-            off += size
+        off = skip_tags(tagged, buf, off, end)
     if off > end:
         raise _past_end()
+    return off
+
+
+def skip_tags(
+    tagged: dict[int, _Field], buf: bytes | memoryview, off: int, end: int, known: bool = False
+) -> int:
+    """Past an entity's tagged-fields section at `off`, its known arrays and structs
+    checked (`tagged`: the entity's tagged fields by tag, from `_plan`); with `known`, a tag
+    the entity does not define is refused, as kio's reader refuses it."""
+    count, n = read_unsigned_varint(buf, off)
+    off += n
+    for _ in range(count):
+        tag, n = read_unsigned_varint(buf, off)
+        off += n
+        if known and tag not in tagged:
+            raise MalformedRequest(f"unknown tagged field {tag}")
+        size, n = read_unsigned_varint(buf, off)
+        off += n
+        if off + size > end:
+            raise _past_end()
+        tagged_field = tagged.get(tag)
+        if tagged_field is not None and tagged_field.kind in ("array", "struct"):
+            _field(tagged_field, True, buf, off, off + size)
+        off += size
     return off
 
 
@@ -165,6 +181,8 @@ def _field(field: _Field, flexible: bool, buf: bytes | memoryview, off: int, end
         return off + n
     if kind == "bytes":
         length, n = read_length(buf, off, flexible)
+        if length < 0 and (length < -1 or not field.nullable):
+            raise MalformedRequest(f"{field.name}: a length of {length}")  # as kio refuses it
         return off + n + max(length, 0)
     if kind == "struct":
         if field.nullable:
@@ -178,7 +196,7 @@ def _field(field: _Field, flexible: bool, buf: bytes | memoryview, off: int, end
     count, n = read_length(buf, off, flexible)
     off += n
     if count < 0:
-        if not field.nullable:
+        if not field.nullable or count < -1:
             raise MalformedRequest(f"non-nullable field {field.name} was serialized as null")
         return off
     if count > end - off:
@@ -196,3 +214,9 @@ def _field(field: _Field, flexible: bool, buf: bytes | memoryview, off: int, end
     for _ in range(count):
         off = _field(item, flexible, buf, off, end)
     return off
+
+
+#: for walkers reading fields one at a time (protocol/enforce/denied_bytes.py)
+Field = _Field
+plan = _plan
+read_field = _field

@@ -18,7 +18,7 @@ import dataclasses
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
@@ -515,6 +515,10 @@ class HeaderCheck:
     min_entry_bytes: int = 8
     decide: ClusterDecision = _cluster_check
 
+    def served(self, handler: ApiHandler) -> ApiHandler:
+        """The handler of an allowed request: the row's own (it makes no cluster check)."""
+        return handler
+
     def denied_answer(self, header: RequestHeader, frame: Frame) -> bytes:
         flexible = request_class(header.api_key, header.api_version).__flexible__
         try:
@@ -553,16 +557,32 @@ def spliced_answer(
     )
 
 
+class HeaderDecided(Protocol):
+    """What `DecidedOnHeader` needs of a check decided on the header: `HeaderCheck` (an
+    answer counted from one array's length prefix), `denied_bytes.MirroredCheck` (an answer
+    mirroring the request's nested entries, walked as bytes)."""
+
+    @property
+    def operation(self) -> AclOperation: ...
+
+    @property
+    def decide(self) -> ClusterDecision: ...
+
+    def served(self, handler: ApiHandler) -> ApiHandler: ...
+
+    def denied_answer(self, header: RequestHeader, frame: Frame) -> bytes: ...
+
+
 class DecidedOnHeader:
-    """A table row's handler behind its `HeaderCheck`: a denied request is answered without
-    decoding its body; an allowed one goes to `handler`, which makes no cluster check of its
-    own for it."""
+    """A table row's handler behind its header check: a denied request is answered without
+    decoding its body; an allowed one goes to `check.served(handler)`, which makes no
+    cluster check of its own for it."""
 
     __slots__ = ("check", "handler")
 
-    def __init__(self, check: HeaderCheck, handler: ApiHandler):
+    def __init__(self, check: HeaderDecided, handler: ApiHandler):
         self.check = check
-        self.handler = handler
+        self.handler = check.served(handler)
 
     def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
         try:

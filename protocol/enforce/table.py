@@ -35,6 +35,7 @@ from aclgate.protocol.enforce.base import (
     Check,
     DecidedOnHeader,
     HeaderCheck,
+    HeaderDecided,
     KioBody,
     PerEntry,
     Unchecked,
@@ -43,6 +44,7 @@ from aclgate.protocol.enforce.base import (
 from aclgate.protocol.enforce.build import Aliases
 from aclgate.protocol.enforce.configs import AlterConfigsHandler, DescribeConfigsHandler
 from aclgate.protocol.enforce.data import FetchHandler, ProduceHandler
+from aclgate.protocol.enforce.denied_bytes import Mirror, MirroredCheck
 from aclgate.protocol.enforce.groups import (
     ConsumerGroupDescribeHandler,
     ConsumerGroupHeartbeatHandler,
@@ -67,11 +69,6 @@ from aclgate.protocol.enforce.sharegroups import (
 )
 from aclgate.protocol.enforce.txn import AddPartitionsToTxnHandler, InitProducerIdHandler
 from aclgate.protocol.enforce.txnadmin import DescribeTransactionsHandler, ListTransactionsHandler
-from aclgate.protocol.enforce.wholebuilt import (
-    WholeBuilt,
-    alter_replica_log_dirs_error,
-    alter_user_scram_credentials_error,
-)
 from aclgate.protocol.routing import BLOCKED, allowed_versions
 from aclgate.protocol.versions import API_NAMES
 
@@ -125,7 +122,21 @@ class Row:
     local: bool = False
     #: Kafka's check of the request as a whole, made before any entry is read: decided on
     #: the header, and a denied request answered without decoding its body
-    header_check: HeaderCheck | None = None
+    header_check: HeaderDecided | None = None
+
+
+def cluster_only(
+    versions: tuple[int, int], op: AclOperation, mirror: Mirror | None = None, note: str = ""
+) -> Row:
+    """An API Kafka checks on the cluster as a whole, before any entry: decided on the
+    header, the denied answer rendered from the request's bytes as `mirror` says
+    (protocol/enforce/denied_bytes.py); the `Whole` names the check in docs/apis.md."""
+    return Row(
+        versions,
+        Whole((cluster(op),)),
+        note=note,
+        header_check=MirroredCheck(op, mirror or Mirror()),
+    )
 
 
 class PerEntryOptions(TypedDict, total=False):
@@ -246,14 +257,13 @@ TABLE: dict[ApiKey, Row] = {
         "config values) cannot run in the proxy: a denied BROKER resource that Kafka would call "
         "invalid (42/40) gets 31",
     ),
-    ApiKey.ALTER_REPLICA_LOG_DIRS: Row(
+    ApiKey.ALTER_REPLICA_LOG_DIRS: cluster_only(
         (1, 2),
-        WholeBuilt((cluster(Op.ALTER),), builder=alter_replica_log_dirs_error),
+        Op.ALTER,
+        Mirror(aliases={"topic_name": "name"}, sources={"results": (("dirs", "topics"),)}),
         note="denied: every partition of every (dir, topic) 31",
     ),
-    ApiKey.DESCRIBE_LOG_DIRS: Row(
-        (1, 5), Whole((cluster(Op.DESCRIBE),), overrides={"results": ()})
-    ),
+    ApiKey.DESCRIBE_LOG_DIRS: cluster_only((1, 5), Op.DESCRIBE, Mirror(overrides={"results": ()})),
     ApiKey.CREATE_PARTITIONS: Row((0, 3), CreatePartitionsHandler()),
     ApiKey.DELETE_GROUPS: Row(
         (0, 2),
@@ -268,14 +278,14 @@ TABLE: dict[ApiKey, Row] = {
         ),
         note="a denied group named twice gets two results (Kafka de-duplicates first)",
     ),
-    ApiKey.ELECT_LEADERS: Row(
+    ApiKey.ELECT_LEADERS: cluster_only(
         (0, 2),
-        Whole(
-            (cluster(Op.ALTER),),
+        Op.ALTER,
+        Mirror(
             aliases={
                 "replica_election_results": "topic_partitions",
                 "partition_result": "partitions",
-            },
+            }
         ),
         note="denied: top-level 31 (v1+) and every listed partition 31; null list (all "
         "partitions): no results",
@@ -286,12 +296,13 @@ TABLE: dict[ApiKey, Row] = {
         note="As AlterConfigs. BROKER_LOGGER is checked as a broker checks it; a controller "
         "(CLUSTER_ACTION) is never the proxy's upstream",
     ),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Row(
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster_only(
         (0, 1),
-        Whole((cluster(Op.ALTER),), aliases={"responses": "topics"}),
+        Op.ALTER,
+        Mirror(aliases={"responses": "topics"}),
         note="denied: top-level 31 and every listed partition 31",
     ),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: Row((0, 0), Whole((cluster(Op.DESCRIBE),))),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: cluster_only((0, 0), Op.DESCRIBE),
     ApiKey.OFFSET_DELETE: Row(
         (0, 0),
         per_topic(
@@ -300,20 +311,26 @@ TABLE: dict[ApiKey, Row] = {
         note="group denied: top-level 30, no topics; every topic denied: still forwarded (empty) "
         "for the group's own errors, as Kafka asks the coordinator",
     ),
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: Row((0, 1), Whole((cluster(Op.DESCRIBE_CONFIGS),))),
-    ApiKey.ALTER_CLIENT_QUOTAS: Row((0, 1), Whole((cluster(Op.ALTER_CONFIGS),))),
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Row(
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: cluster_only((0, 1), Op.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: cluster_only((0, 1), Op.ALTER_CONFIGS),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: cluster_only(
         (0, 0),
-        Whole((cluster(Op.DESCRIBE),), aliases={"results": "users"}),
+        Op.DESCRIBE,
+        Mirror(aliases={"results": "users"}),
         note="denied: top-level 31 and one result per requested user, its name empty as in "
         "Kafka; a null user list (all users): no results (Kafka fails building its answer)",
     ),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Row(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: cluster_only(
         (0, 0),
-        WholeBuilt((cluster(Op.ALTER),), builder=alter_user_scram_credentials_error),
+        Op.ALTER,
+        Mirror(
+            aliases={"user": "name"},
+            sources={"results": (("deletions",), ("upsertions",))},
+            unique=frozenset({"results"}),
+        ),
         note="denied: one result per distinct user (deletions and upsertions), sorted, 31",
     ),
-    ApiKey.UPDATE_FEATURES: Row((0, 2), Whole((cluster(Op.ALTER),))),
+    ApiKey.UPDATE_FEATURES: cluster_only((0, 2), Op.ALTER),
     ApiKey.DESCRIBE_CLUSTER: Row((0, 2), DescribeClusterHandler()),
     ApiKey.DESCRIBE_PRODUCERS: Row(
         (0, 0),
@@ -321,7 +338,7 @@ TABLE: dict[ApiKey, Row] = {
         note="an invalid topic name that is denied gets 29; Kafka checks the name first "
         "(INVALID_TOPIC_EXCEPTION, 17)",
     ),
-    ApiKey.UNREGISTER_BROKER: Row((0, 0), Whole((cluster(Op.ALTER),))),
+    ApiKey.UNREGISTER_BROKER: cluster_only((0, 0), Op.ALTER),
     ApiKey.DESCRIBE_TRANSACTIONS: Row((0, 0), DescribeTransactionsHandler()),
     ApiKey.LIST_TRANSACTIONS: Row((0, 2), ListTransactionsHandler()),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Row((0, 1), ConsumerGroupHeartbeatHandler()),
@@ -330,7 +347,7 @@ TABLE: dict[ApiKey, Row] = {
         (0, 0), Unchecked(why="client telemetry, not authorized by Kafka")
     ),
     ApiKey.PUSH_TELEMETRY: Row((0, 0), Unchecked(why="client telemetry, not authorized by Kafka")),
-    ApiKey.LIST_CONFIG_RESOURCES: Row(
+    ApiKey.LIST_CONFIG_RESOURCES: cluster_only(
         (0, 0),
         Whole((cluster(Op.DESCRIBE_CONFIGS),)),
         note="v1 (ListConfigResources, KIP-1142) can list topic and group names; its checks are "

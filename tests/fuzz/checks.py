@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from aclgate.protocol.codec import decode_request
+from aclgate.protocol.enforce.base import HeaderCheck
 from aclgate.protocol.enforce.table import TABLE
 from aclgate.protocol.header import parse_request_header
 from aclgate.proxy.ratelimit import LIMITED_LEVEL
@@ -48,9 +49,13 @@ def sent_frames(outcome: Outcome) -> list[bytes]:
     return split_frames(outcome.case.data[: outcome.sent])[0]
 
 
-#: APIs whose cluster check is decided on the header: a denied one is answered without its
-#: body being read, parsable or not (docs/design.md, "Per-API request size limits")
-DECIDED_ON_HEADER = frozenset(int(k) for k, row in TABLE.items() if row.header_check is not None)
+#: APIs whose cluster check is decided on the header and whose denied answer counts one
+#: array's entries (`HeaderCheck`): a denied one is answered without its body being read,
+#: parsable or not (docs/design.md, "Per-API request size limits"). The others decided on the
+#: header (`MirroredCheck`) walk the body for their answer and close on one kio cannot parse.
+DECIDED_ON_HEADER = frozenset(
+    int(k) for k, row in TABLE.items() if isinstance(row.header_check, HeaderCheck)
+)
 
 
 def stop_index(

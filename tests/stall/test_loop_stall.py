@@ -10,7 +10,7 @@ fail the suite while a real stall, which repeats, does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 
 from aclgate.proxy.embedded_broker import TansuBroker
 from bench.loop_stall import (
+    KAFKA_PROFILES,
     KINDS,
     PROFILES,
     InputKind,
@@ -36,36 +37,44 @@ def broker(tmp_path_factory) -> Iterator[TansuBroker]:
 
 
 @pytest.fixture(scope="module")
-def profiles(broker, tmp_path_factory) -> Iterator[dict[str, Profile]]:
-    """One proxy (and its pinger) per profile, started when a test first asks for it."""
+def profiles(broker, tmp_path_factory) -> Iterator[Callable[[str, Any], Profile]]:
+    """One proxy (and its pinger) per profile, started when a test (its `request`) first asks
+    for it; the KAFKA_PROFILES in front of the session's `kafka_single`."""
     started: dict[str, Profile] = {}
     stack = []
     workdir: Path = tmp_path_factory.mktemp("stall-proxies")
 
-    def get(name: str) -> Profile:
+    def get(name: str, request: Any) -> Profile:
         if name not in started:
-            context = running(name, broker.bootstrap, workdir)
+            upstream = (
+                request.getfixturevalue("kafka_single").bootstrap
+                if name in KAFKA_PROFILES
+                else broker.bootstrap
+            )
+            context = running(name, upstream, workdir)
             started[name] = context.__enter__()
             stack.append(context)
         return started[name]
 
-    yield get  # type: ignore[misc]
+    yield get
     for context in reversed(stack):
         context.__exit__(None, None, None)
 
 
 def _param(kind: InputKind) -> Any:
     """An input known to be over its budget runs as xfail(strict=True): its budget is never
-    raised to pass, and the test fails once the input is within it."""
-    if kind.over_budget is None:
-        return kind
-    return pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason=kind.over_budget))
+    raised to pass, and the test fails once the input is within it. Inputs of a profile in
+    front of Kafka are marked `kafka` (their cluster comes through getfixturevalue)."""
+    marks = [pytest.mark.kafka] if kind.profile in KAFKA_PROFILES else []
+    if kind.over_budget is not None:
+        marks.append(pytest.mark.xfail(strict=True, reason=kind.over_budget))
+    return pytest.param(kind, marks=marks)
 
 
 @pytest.mark.parametrize("kind", [_param(k) for k in KINDS], ids=[k.name for k in KINDS])
-def test_input_stalls_other_clients_within_budget(kind, profiles) -> None:
+def test_input_stalls_other_clients_within_budget(kind, profiles, request) -> None:
     assert kind.profile in PROFILES
-    profile = profiles(kind.profile)
+    profile = profiles(kind.profile, request)
     m = measure_within_budget(profile, kind)
     MEASURED.append(f"{m.kind}: {m.stall_ms} ms in {m.seconds} s, {m.figures}")
     print(MEASURED[-1])
