@@ -349,7 +349,7 @@ TABLE: dict[ApiKey, Row] = {
     ApiKey.PUSH_TELEMETRY: Row((0, 0), Unchecked(why="client telemetry, not authorized by Kafka")),
     ApiKey.LIST_CONFIG_RESOURCES: cluster_only(
         (0, 0),
-        Whole((cluster(Op.DESCRIBE_CONFIGS),)),
+        Op.DESCRIBE_CONFIGS,
         note="v1 (ListConfigResources, KIP-1142) can list topic and group names; its checks are "
         "not in aclgate's API table yet (fail closed)",
     ),
