@@ -86,12 +86,23 @@ class AskCluster(Waits["Answer | None"], Generic[Answer]):
 
 @dataclass(frozen=True, slots=True)
 class RunBlocking(Waits[object]):
-    """Run `job` off the event loop (password hashing), queued fairly by `source` (the
-    client's address). Resumed with the job's return value, or with `Busy` when the IO
-    layer's queues are full and the job was not run."""
+    """Compute `function(*args)` off the event loop (password hashing, a DescribeAcls answer
+    of 200,000 ACLs), queued fairly by `source` (the client's address). Resumed with its
+    return value (or the exception it raised), or with `Busy` when the IO layer's queues are
+    full and it was not run.
 
-    job: Callable[[], Any]
+    Data, not a closure: `function` is a module-level function or a bound method, and what
+    it works on travels in `args`, so an effect says what it computes when logged or
+    compared (checked when made)."""
+
+    function: Callable[..., Any]
+    args: tuple[Any, ...] = ()
     source: str | None = None
+
+    def __post_init__(self) -> None:
+        name = getattr(self.function, "__qualname__", "")
+        if "<" in name or getattr(self.function, "__closure__", None):
+            raise TypeError(f"RunBlocking needs a named function, not {name or self.function!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +113,11 @@ class Sleep(Waits[None]):
 
 
 @dataclass(frozen=True, slots=True)
-class AwaitSignal(Waits[None]):
-    """Resume once `subscribe(callback)` has called its callback (e.g. an OAUTHBEARER key
-    set being fetched again because a token names an unknown key id)."""
+class AwaitKeySet(Waits[None]):
+    """Resume once the listener's OAUTHBEARER key set, being fetched again because a token
+    names a key id it lacks (`reason`), has been fetched (or the fetch failed)."""
 
-    subscribe: Callable[[Callable[[], None]], None]
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +189,7 @@ Wait = (
     | AskCluster[Any]
     | RunBlocking
     | Sleep
-    | AwaitSignal
+    | AwaitKeySet
     | StoreAclChange
 )
 Notification = Authenticated | AuthenticationResult | AutoCreateTopics | DroppedApiKeys

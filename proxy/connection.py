@@ -14,7 +14,7 @@ from aclgate.protocol.effects import (
     Authenticated,
     AuthenticationResult,
     AutoCreateTopics,
-    AwaitSignal,
+    AwaitKeySet,
     DroppedApiKeys,
     Effect,
     ListTopicNames,
@@ -290,14 +290,15 @@ class ClientConnection(asyncio.Protocol):
                 server.list_topic_names(max_age, functools.partial(session.resume, token))
             case AskCluster(request=request, answer=expected):
                 server.ask_cluster(request, expected, functools.partial(session.resume, token))
-            case RunBlocking(job=job, source=source):
+            case RunBlocking(function=function, args=args, source=source):
                 done = functools.partial(session.resume, token)
+                job = functools.partial(function, *args)
                 if not server.security.run_blocking(job, done, source):
                     session.resume(token, BUSY)
             case Sleep(seconds=seconds):
                 asyncio.get_running_loop().call_later(seconds, session.resume, token, None)
-            case AwaitSignal(subscribe=subscribe):
-                subscribe(lambda: session.resume(token))
+            case AwaitKeySet():
+                server.security.when_keys_fetched(lambda: session.resume(token))
             case StoreAclChange():
                 # durable in the ACL store and in force here before the client is answered
                 server.change_acls(

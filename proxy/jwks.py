@@ -99,10 +99,14 @@ class JwksCache:
                 self._jwks_url or self.discovery_url,
             )
             task = self._start("unknown_kid")
-        return SaslPending(
-            lambda callback: task.add_done_callback(lambda _task: callback()),
-            f"fetching the JWKS again for key id {kid[:100]!r}",
-        )
+        return SaslPending(f"fetching the JWKS again for key id {kid[:100]!r}")
+
+    def when_fetched(self, callback: Callable[[], None]) -> None:
+        task = self._inflight
+        if task is None or task.done():
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            task.add_done_callback(lambda _task: callback())
 
     # ---------------------------------------------------------------- lifecycle
 

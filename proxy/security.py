@@ -199,6 +199,15 @@ class ListenerSecurity:
             clock_ms=lambda: int(time.time() * 1000),
         )
 
+    def when_keys_fetched(self, callback: Callable[[], None]) -> None:
+        """`callback` once the OAUTHBEARER key set fetch under way has ended (at once if
+        there is none, or no key source that fetches)."""
+        source = self.oauth.source if self.oauth is not None else None
+        if source is None:
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            source.when_fetched(callback)
+
     def run_blocking(
         self, fn: Callable[[], Any], done: Callable[[Any], None], source: str | None = None
     ) -> bool:

@@ -26,11 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import ModuleType
-from typing import Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32Timedelta
 
+from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import (
     CLUSTER_NAME,
     AclBinding,
@@ -199,7 +200,8 @@ def _respond_later(
     ctx: AuthContext,
     header: RequestHeader,
     change: StoreAclChange,
-    build: Callable[[AclStoreFailure | None], KioBody],
+    build: Callable[..., KioBody],
+    args: tuple[Any, ...],
     wide: bool = False,
 ) -> None:
     """Answer once the store has committed `change` (or failed to). The connection's next
@@ -207,7 +209,8 @@ def _respond_later(
     before it has answered the one in hand: a request pipelined behind a CreateAcls is decided
     with the change in force."""
     session.wait(
-        change, lambda result: _answer_built(session, ctx, header, lambda: build(result), wide)
+        change,
+        lambda failure: _answer_built(session, ctx, header, build, (*args, failure), wide),
     )
 
 
@@ -256,18 +259,22 @@ class DescribeAclsHandler(ApiHandler):
             )
         else:
             mod = response_module(header.api_key, header.api_version)
-
-            def found() -> KioBody:
-                return cls(
-                    throttle_time=ZERO_THROTTLE,
-                    error_code=ErrorCode.none,
-                    error_message="",  # Kafka leaves the field at its default
-                    resources=_resources(mod, ctx.policy.authorizer.acls(acl_filter)),
-                )
-
-            _answer_built(session, ctx, header, found, _wide([acl_filter]))
+            args = (cls, mod, ctx.policy.authorizer, acl_filter)
+            _answer_built(session, ctx, header, _described, args, _wide([acl_filter]))
             return
         answer(session, header, body)
+
+
+def _described(
+    cls: type, mod: ModuleType, authorizer: Authorizer, acl_filter: AclBindingFilter
+) -> KioBody:
+    """DescribeAcls' answer: every ACL `acl_filter` matches, grouped by resource pattern."""
+    return cls(
+        throttle_time=ZERO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message="",  # Kafka leaves the field at its default
+        resources=_resources(mod, authorizer.acls(acl_filter)),
+    )
 
 
 def _wide(filters: Sequence[AclBindingFilter]) -> bool:
@@ -281,11 +288,11 @@ def _off_loop(
     session: ProxySession,
     ctx: AuthContext,
     header: RequestHeader,
-    job: Callable[[], T],
+    job: tuple[Callable[..., T], tuple[Any, ...]],
     then: Callable[[T], None],
 ) -> None:
-    """Run `job` in a worker thread (RunBlocking, fair by client address), then `then(its
-    result)` on the loop. An exception it raised is a bug of ours: the connection is closed,
+    """Compute `job` (a function and its arguments) in a worker thread (RunBlocking, fair by
+    client address), then `then(its result)` on the loop. An exception it raised is a bug of ours: the connection is closed,
     as for any; the workers' queues full (BUSY): closed too, and the client retries as after
     any network error."""
 
@@ -299,27 +306,32 @@ def _off_loop(
         else:
             then(cast(T, result))
 
-    session.wait(RunBlocking(job, ctx.host), done)
+    session.wait(RunBlocking(*job, source=ctx.host), done)
 
 
 def _answer_built(
     session: ProxySession,
     ctx: AuthContext,
     header: RequestHeader,
-    build: Callable[[], KioBody],
+    build: Callable[..., KioBody],
+    args: tuple[Any, ...],
     wide: bool,
 ) -> None:
-    """Answer with `build()`; for a wide request, built and encoded off the event loop."""
+    """Answer with `build(*args)`; for a wide request, built and encoded off the event loop."""
     if not wide:
-        answer(session, header, build())
+        answer(session, header, build(*args))
         return
     _off_loop(
         session,
         ctx,
         header,
-        lambda: encode_response(header.correlation_id, build()),
+        (_encoded, (header.correlation_id, build, args)),
         lambda data: session.respond(header, data),
     )
+
+
+def _encoded(correlation_id: int, build: Callable[..., KioBody], args: tuple[Any, ...]) -> bytes:
+    return encode_response(correlation_id, build(*args))
 
 
 def _resources(mod: ModuleType, bindings: Sequence[AclBinding]) -> tuple[KioBody, ...]:
@@ -375,25 +387,17 @@ class CreateAclsHandler(ApiHandler):
             )
         mod = response_module(header.api_key, header.api_version)
         cls = response_class(header.api_key, header.api_version)
-
-        def body(outcomes: Sequence[tuple[ErrorCode, str | None]]) -> KioBody:
-            return cls(
-                throttle_time=ZERO_THROTTLE,
-                results=tuple(
-                    mod.AclCreationResult(error_code=code, error_message=message)
-                    for code, message in outcomes
-                ),
-            )
-
         count = len(request.creations)
         # ALTER CLUSTER was decided on the header, before decoding (table.py, HeaderCheck)
         if not ctx.policy.acl_admin:
-            answer(session, header, body([(ErrorCode.security_disabled, NO_AUTHORIZER)] * count))
+            refused: tuple[ErrorCode, str | None] = (ErrorCode.security_disabled, NO_AUTHORIZER)
+            answer(session, header, _creation_results(cls, mod, [refused] * count))
             return
         if any(_not_a_binding(c) for c in request.creations):
             # Kafka builds every AclBinding before it validates any: a filter-only value throws
             # there, and the whole request fails (UNKNOWN_SERVER_ERROR, no message)
-            answer(session, header, body([(ErrorCode.unknown_server_error, None)] * count))
+            failed: tuple[ErrorCode, str | None] = (ErrorCode.unknown_server_error, None)
+            answer(session, header, _creation_results(cls, mod, [failed] * count))
             return
         bindings = [_binding(c) for c in request.creations]
         errors: list[InvalidAclError | None] = []
@@ -407,18 +411,36 @@ class CreateAclsHandler(ApiHandler):
                 errors.append(None)
                 valid.append(b)
 
-        def outcomes(failure: AclStoreFailure | None) -> KioBody:
-            stored = (ErrorCode.none, "") if failure is None else _store_error(failure)
-            return body(
-                [stored if e is None else (ErrorCode.invalid_request, e.message) for e in errors]
-            )
-
         if not valid:
-            answer(session, header, outcomes(None))
+            answer(session, header, _created(cls, mod, errors, None))
             return
-        _respond_later(
-            session, ctx, header, StoreAclChange(additions=tuple(dict.fromkeys(valid))), outcomes
-        )
+        change = StoreAclChange(additions=tuple(dict.fromkeys(valid)))
+        _respond_later(session, ctx, header, change, _created, (cls, mod, errors))
+
+
+def _creation_results(
+    cls: type, mod: ModuleType, outcomes: Sequence[tuple[ErrorCode, str | None]]
+) -> KioBody:
+    return cls(
+        throttle_time=ZERO_THROTTLE,
+        results=tuple(
+            mod.AclCreationResult(error_code=code, error_message=message)
+            for code, message in outcomes
+        ),
+    )
+
+
+def _created(
+    cls: type,
+    mod: ModuleType,
+    errors: Sequence[InvalidAclError | None],
+    failure: AclStoreFailure | None,
+) -> KioBody:
+    """CreateAcls' answer once the store committed the valid creations (or failed to)."""
+    stored = (ErrorCode.none, "") if failure is None else _store_error(failure)
+    return _creation_results(
+        cls, mod, [stored if e is None else (ErrorCode.invalid_request, e.message) for e in errors]
+    )
 
 
 class DeleteAclsHandler(ApiHandler):
@@ -445,57 +467,62 @@ class DeleteAclsHandler(ApiHandler):
         filters = [_filter(f) for f in request.filters]
         mod = response_module(header.api_key, header.api_version)
         cls = response_class(header.api_key, header.api_version)
-
-        def body(
-            results: Sequence[tuple[ErrorCode, str | None, Sequence[AclBinding]]],
-        ) -> KioBody:
-            return cls(
-                throttle_time=ZERO_THROTTLE,
-                filter_results=tuple(
-                    mod.DeleteAclsFilterResult(
-                        error_code=code,
-                        error_message=message,
-                        matching_acls=tuple(_matching(mod, b) for b in matched),
-                    )
-                    for code, message, matched in results
-                ),
-            )
-
         # ALTER CLUSTER was decided on the header, before decoding (table.py, HeaderCheck)
         if not ctx.policy.acl_admin:
-            answer(
-                session,
-                header,
-                body([(ErrorCode.security_disabled, NO_AUTHORIZER, ())] * len(filters)),
-            )
+            outcome = (ErrorCode.security_disabled, NO_AUTHORIZER, ())
+            answer(session, header, _filter_results(cls, mod, [outcome] * len(filters)))
             return
         wide = _wide(filters)
 
         def matched(found: FilterMatches) -> None:
             matches, doomed = found
-
-            def results(failure: AclStoreFailure | None) -> KioBody:
-                out: list[tuple[ErrorCode, str | None, Sequence[AclBinding]]] = []
-                for m in matches:
-                    if isinstance(m, InvalidAclError):
-                        out.append((ErrorCode.invalid_request, m.message, ()))
-                    elif failure is not None and m:
-                        out.append((*_store_error(failure), ()))
-                    else:
-                        out.append((ErrorCode.none, None, m))
-                return body(out)
-
             if not doomed:
-                _answer_built(session, ctx, header, lambda: results(None), wide)
+                _answer_built(session, ctx, header, _deleted, (cls, mod, matches, None), wide)
                 return
             change = StoreAclChange(removals=tuple(doomed))
-            _respond_later(session, ctx, header, change, results, wide)
+            _respond_later(session, ctx, header, change, _deleted, (cls, mod, matches), wide)
 
         match = ctx.policy.authorizer.match_filters
         if wide:
-            _off_loop(session, ctx, header, lambda: match(filters), matched)
+            _off_loop(session, ctx, header, (match, (filters,)), matched)
         else:
             matched(match(filters))
+
+
+def _filter_results(
+    cls: type,
+    mod: ModuleType,
+    results: Sequence[tuple[ErrorCode, str | None, Sequence[AclBinding]]],
+) -> KioBody:
+    return cls(
+        throttle_time=ZERO_THROTTLE,
+        filter_results=tuple(
+            mod.DeleteAclsFilterResult(
+                error_code=code,
+                error_message=message,
+                matching_acls=tuple(_matching(mod, b) for b in matched),
+            )
+            for code, message, matched in results
+        ),
+    )
+
+
+def _deleted(
+    cls: type,
+    mod: ModuleType,
+    matches: Sequence[InvalidAclError | Sequence[AclBinding]],
+    failure: AclStoreFailure | None,
+) -> KioBody:
+    """DeleteAcls' answer once the store removed what the filters matched (or failed to)."""
+    out: list[tuple[ErrorCode, str | None, Sequence[AclBinding]]] = []
+    for m in matches:
+        if isinstance(m, InvalidAclError):
+            out.append((ErrorCode.invalid_request, m.message, ()))
+        elif failure is not None and m:
+            out.append((*_store_error(failure), ()))
+        else:
+            out.append((ErrorCode.none, None, m))
+    return _filter_results(cls, mod, out)
 
 
 def denied_creation(mod: ModuleType) -> KioBody:

@@ -47,7 +47,7 @@ from aclgate.protocol.effects import (
     BUSY,
     Authenticated,
     AuthenticationResult,
-    AwaitSignal,
+    AwaitKeySet,
     RunBlocking,
     Sleep,
 )
@@ -442,21 +442,14 @@ def _evaluate(
     session: ProxySession, state: SaslState, token: bytes, done: Callable[[Any], None]
 ) -> None:
     """Run the mechanism; slow ones off the event loop (RunBlocking), and an OAUTHBEARER
-    token whose key set is being fetched again once the fetch ends (AwaitSignal). Further
+    token whose key set is being fetched again once the fetch ends (AwaitKeySet). Further
     requests of the connection wait meanwhile."""
     server = _server(state)
-
-    def run() -> Any:
-        try:
-            return server.evaluate(token)
-        except (SaslException, SaslPending) as exc:
-            return exc
-
     if state.mechanism not in state.config.slow_mechanisms:
-        result = run()
+        result = _evaluated(server, token)
         if isinstance(result, SaslPending):  # OAUTHBEARER: its key set is being fetched again
             session.wait(
-                AwaitSignal(result.subscribe), lambda _: _evaluate(session, state, token, done)
+                AwaitKeySet(result.reason), lambda _: _evaluate(session, state, token, done)
             )
             return
         done(result)
@@ -481,7 +474,17 @@ def _evaluate(
         else:
             done(result)
 
-    session.wait(RunBlocking(run, getattr(session.context, "host", None)), finished)
+    host = getattr(session.context, "host", None)
+    session.wait(RunBlocking(_evaluated, (server, token), host), finished)
+
+
+def _evaluated(server: SaslServer, token: bytes) -> Any:
+    """The mechanism's answer to `token`, or the SaslException (or SaslPending) it raised:
+    a value either way, as it may be computed off the event loop."""
+    try:
+        return server.evaluate(token)
+    except (SaslException, SaslPending) as exc:
+        return exc
 
 
 def _authenticate_done(

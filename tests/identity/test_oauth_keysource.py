@@ -42,7 +42,10 @@ class FakeSource:
         self.asked.append(kid)
         if self.refuse:
             return None
-        return SaslPending(self.callbacks.append, f"refresh for {kid}")
+        return SaslPending(f"refresh for {kid}")
+
+    def when_fetched(self, callback) -> None:
+        self.callbacks.append(callback)
 
     def publish(self, *keys: dict) -> None:
         self.jwks = Jwks.from_json(json.dumps({"keys": list(keys)}))
@@ -58,7 +61,8 @@ def test_unknown_kid_waits_for_the_refresh_then_validates() -> None:
         validator.validate(token, NOW * 1000, may_wait=True)
     assert source.asked == ["new"]
     woken: list[bool] = []
-    pending.value.subscribe(lambda: woken.append(True))
+    assert pending.value.reason == "refresh for new"
+    source.when_fetched(lambda: woken.append(True))
     source.publish(jwk(RSA_KEY, "old"), jwk(OTHER_RSA, "new"))
     assert woken == [True]
     assert validator.validate(token, NOW * 1000).principal_name == "alice"

@@ -209,3 +209,25 @@ def test_every_effect_that_is_resumed_is_in_the_wait_union():
     resumed = {cls.__name__ for cls in effects.Waits.__subclasses__()}
     assert resumed == {cls.__name__ for cls in typing.get_args(effects.Wait)}
     assert "StoreAclChange" in resumed
+
+
+def _module_level(x: int) -> int:
+    return x + 1
+
+
+def test_run_blocking_carries_a_named_function_and_its_arguments_not_a_closure():
+    """Effects are data: what a RunBlocking computes is a named function and its arguments,
+    never a closure over a request's state."""
+    from aclgate.protocol.effects import RunBlocking
+
+    effect = RunBlocking(_module_level, (1,), "10.0.0.1")
+    assert effect == RunBlocking(_module_level, (1,), "10.0.0.1")  # compared as a value
+    RunBlocking(Authorizer().match_filters, ([],))  # a bound method names its object
+    captured = 1
+
+    def local() -> int:
+        return captured
+
+    for job in (lambda: 1, local):
+        with pytest.raises(TypeError, match="named function"):
+            RunBlocking(job)

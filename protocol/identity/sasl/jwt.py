@@ -17,7 +17,7 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -161,6 +161,10 @@ class KeySource(Protocol):
     def refresh_for(self, kid: str) -> SaslPending | None:
         """A token names `kid`, which `current()` lacks: a SaslPending to wait on while the
         key set is fetched again, or None when it will not be (rate limit, no endpoint)."""
+
+    def when_fetched(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once, on the event loop, when the fetch under way has ended (at
+        once if none is)."""
 
 
 @dataclass(frozen=True)
