@@ -356,9 +356,9 @@ TABLE: dict[ApiKey, Row] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Row(
         (0, 0),
         DescribeTopicPartitionsHandler(),
-        note="all-topics: hidden topics still count towards the broker's page size, so pages "
-        "can be short (or empty with a next cursor); a next cursor naming a hidden topic is "
-        "sealed into an opaque token valid for this proxy process",
+        note="all-topics: Kafka's pages, from at most 1 + 4 broker pages per request; past "
+        "that a page can be short (or empty with a next cursor), and a next cursor naming a "
+        "hidden topic is sealed into an opaque token valid for this proxy process",
     ),
     # share groups (KIP-932) and streams groups (KIP-1071): protocol/enforce/sharegroups.py
     ApiKey.SHARE_GROUP_HEARTBEAT: Row((1, 1), ShareGroupHeartbeatHandler()),
