@@ -688,6 +688,13 @@ def _answered_at_limit(name: str) -> Callable[[Target], dict[str, Any]]:
     return checked
 
 
+def _limit_text(api_key: int) -> str:
+    from aclgate.protocol.enforce.table import request_limits
+
+    limit = request_limits()[api_key]
+    return f"{limit // MB} MiB" if limit % MB == 0 else f"{limit // KB} KiB"
+
+
 def _elect_leaders_partitions(target: Target) -> dict[str, Any]:
     """ElectLeaders v2 of one topic naming as many partitions as 1 MiB holds (a 9.7 MB
     answer)."""
@@ -707,10 +714,10 @@ KINDS += (
             "cluster",
             _answered_at_limit(name),
             f"{name.replace('_', ' ').capitalize()} v{version} of as many named entries as its "
-            "1 MiB limit holds, by a principal without the cluster right (answered from the "
-            "request's bytes, protocol/enforce/denied_bytes.py)",
+            f"{_limit_text(key)} limit holds, by a principal without the cluster right (answered "
+            "from the request's bytes, protocol/enforce/denied_bytes.py)",
         )
-        for name, (_key, version, _make) in CLUSTER_ONLY.items()
+        for name, (key, version, _make) in CLUSTER_ONLY.items()
     ),
     InputKind(
         "elect_leaders_partitions_at_limit",

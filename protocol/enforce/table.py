@@ -425,7 +425,8 @@ LARGE = 8 * MiB
 FRAME_LIMIT_ONLY = frozenset(
     {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SYNC_GROUP, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
 )
-#: the APIs whose limit is not SMALL: JoinGroup; Metadata and ListOffsets, which any client
+#: the APIs whose limit is not SMALL: JoinGroup; the quota, SCRAM and feature APIs (below);
+#: Metadata and ListOffsets, which any client
 #: may send and whose every named topic is checked and recorded in the request's own loop
 #: turn: 256 KiB holds some 9,000 topic names, or some 15,000 partitions of one broker in a
 #: ListOffsets, and an all-denied one at that size holds the loop 20-80 ms even when sent
@@ -434,6 +435,21 @@ OTHER_LIMITS: dict[ApiKey, int] = {
     ApiKey.JOIN_GROUP: LARGE,
     ApiKey.METADATA: SMALL // 4,
     ApiKey.LIST_OFFSETS: SMALL // 4,
+    # cluster-only APIs naming a few quota entities, users or features, not partitions: their
+    # denied answer mirrors every entry (protocol/enforce/denied_bytes.py), 45-50 ms of CPU
+    # for 50,000-80,000 of them at 1 MiB, 102-125 ms stalls on a busy machine
+    **dict.fromkeys(
+        (
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            ApiKey.UPDATE_FEATURES,
+            ApiKey.UNREGISTER_BROKER,
+            ApiKey.LIST_CONFIG_RESOURCES,
+        ),
+        SMALL // 4,
+    ),
 }
 
 #: The largest request of each API the proxy reads: SMALL for every API of the table (one
