@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import socket
 import struct
@@ -841,7 +842,8 @@ def _markdown(rows: Sequence[Measurement], env: dict[str, Any]) -> str:
         f"`python -m bench.loop_stall` {measured_code(env)}, {env['date']}. Worst round trip of "
         "an ApiVersions pinger (its own process and connection, one request every 5 ms) while "
         "the input ran, best of up to 3 runs (tests/stall/test_loop_stall.py asserts the "
-        "budget in `make test`).",
+        f"budget in `make test`). Load average (1 min) {env.get('load', '?')}: the machine's "
+        "other work shows in every figure.",
         "",
         "| input | what | stall (ms) | budget (ms) | input took (s) | figures |",
         "|---|---|---:|---:|---:|---|",
@@ -880,6 +882,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     wanted = [k for k in KINDS if not args.kinds or k.name in args.kinds.split(",")]
     rows: list[Measurement] = []
+    load_before = os.getloadavg()[0]
     with (
         tempfile.TemporaryDirectory() as tmp,
         TansuBroker(log_path=Path(tmp) / "tansu.log") as tansu,
@@ -901,7 +904,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     m = measure_within_budget(profile, kind)
                     print(f"{m.kind}: stall {m.stall_ms} ms ({m.seconds} s) {m.figures}")
                     rows.append(m)
-    env = {**environment(), "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}
+    env = {
+        **environment(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load": f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after",
+    }
     data = {"environment": env, "rows": [m.__dict__ for m in rows]}
     write_results(args.out, "loop_stall", data, _markdown(rows, env))
     return 0
