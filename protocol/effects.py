@@ -12,7 +12,7 @@ Notifications (`notify`) are effects nobody resumes: the IO layer acts on them o
 them (a sans-IO test ignores them all).
 
     session ──perform(token, LookUpTopicIds)──▶ IO layer ──Metadata──▶ cluster
-    session ◀──────resume(token, None)──────── IO layer ◀─────────────┘
+    session ◀─────resume(token, {id: name})───── IO layer ◀─────────────┘
 
 Each class is small, frozen and slotted: effects are values, compared and logged as such.
 """
@@ -40,9 +40,10 @@ class Waits(Generic[R]):
 
 
 @dataclass(frozen=True, slots=True)
-class LookUpTopicIds(Waits[None]):
-    """Learn the names of these topic ids from the cluster (feeding the shared topic-id
-    cache). Resumed with None once the cache has what the cluster knows."""
+class LookUpTopicIds(Waits["dict[uuid.UUID, str]"]):
+    """Learn the names of these topic ids from the cluster. Resumed with {id: name} for those
+    it knows (an id it does not know is a topic that does not exist); the shared topic-id
+    cache learns them too."""
 
     ids: frozenset[uuid.UUID]
 

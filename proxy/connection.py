@@ -283,7 +283,7 @@ class ClientConnection(asyncio.Protocol):
             return
         match effect:
             case LookUpTopicIds(ids=ids):
-                server.lookup_topic_ids(ids, lambda: session.resume(token))
+                server.lookup_topic_ids(ids, functools.partial(session.resume, token))
             case LookUpPartitionCounts(names=names):
                 server.lookup_partition_counts(names, lambda found: session.resume(token, found))
             case ListTopicNames(max_age=max_age):

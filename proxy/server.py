@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -816,10 +817,12 @@ class ProxyServer:
 
     # topic ids ---------------------------------------------------------------------
 
-    def lookup_topic_ids(self, ids, done) -> None:
-        """Ask upstream which topics these ids are, feed the cache, then call `done`."""
+    def lookup_topic_ids(self, ids, done: Callable[[dict[uuid.UUID, str]], None]) -> None:
+        """Ask upstream which topics these ids are, feed the cache, then call `done` with
+        {id: name} for those the cluster knows (none if it cannot be asked)."""
 
         async def lookup() -> None:
+            found: dict[uuid.UUID, str] = {}
             try:
                 version = self.control.version_for(3) if self.control.api_ranges else 0
                 if version >= 12:
@@ -827,13 +830,16 @@ class ProxyServer:
                 else:
                     metadata = await self.control.metadata(None)
                 for topic in metadata.topics:
-                    self.policy.topic_ids.learn(getattr(topic, "topic_id", None), topic.name)
+                    topic_id = getattr(topic, "topic_id", None)
+                    self.policy.topic_ids.learn(topic_id, topic.name)
+                    if topic_id is not None and topic_id in ids and topic.name:
+                        found[topic_id] = topic.name
             except Exception as exc:
                 self.log_refusal(
                     "topic_id_lookup", f"topic id lookup failed: {exc!r}", logger=log.name
                 )
             finally:
-                done()
+                done(found)
 
         self._spawn(lookup())
 

@@ -26,7 +26,7 @@ from aclgate.protocol.enforce.base import (
 from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
 from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext
 from aclgate.protocol.enforce.protected import cluster_grant_excludes
-from aclgate.protocol.enforce.topics import ZERO, resolve
+from aclgate.protocol.enforce.topics import ZERO
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
@@ -205,6 +205,7 @@ class DeleteTopicsHandler(ApiHandler):
     """As the KRaft controller does it (ControllerApis.deleteTopics)."""
 
     granularity = "per topic"
+    topic_id_paths = (("topics",),)  # v6+ by name or id
 
     def describe(self) -> str:
         return (
@@ -235,7 +236,7 @@ class DeleteTopicsHandler(ApiHandler):
             return
         mod = response_module(header.api_key, header.api_version)
         invalid, names, ids = self._validate(mod, refs)
-        id_names = resolve(ctx.policy.topic_ids, ctx.looked_up, ids) if ids else {}
+        id_names = ctx.topic_names_of(ids) if ids else {}
         checked = list(dict.fromkeys([*names, *(n for n in id_names.values() if n is not None)]))
         # DELETE CLUSTER still covers every topic but a protected one
         described = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
@@ -35,7 +36,7 @@ from aclgate.protocol.codec import (
 from aclgate.protocol.effects import LookUpTopicIds
 from aclgate.protocol.enforce.build import NAME_MARK, Aliases, NamedEntry, build
 from aclgate.protocol.enforce.context import AuthContext, NotReady
-from aclgate.protocol.enforce.topics import NeedTopicIds
+from aclgate.protocol.enforce.topics import ids_at, unknown_ids
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader
 from aclgate.protocol.lengths import length_prefix, read_length
@@ -193,6 +194,14 @@ class ApiHandler:
     def describe(self) -> str:
         raise NotImplementedError
 
+    #: where the request names topics by id: paths of arrays whose entries have `topic_id`
+    #: (("topics",), ("groups", "topics")); their unknown ids are looked up before `handle`
+    topic_id_paths: tuple[tuple[str, ...], ...] = ()
+
+    def topic_ids(self, session: ProxySession, request: KioBody) -> list[uuid.UUID | None]:
+        """The topic ids `handle` will need named (those at `topic_id_paths`)."""
+        return ids_at(request, self.topic_id_paths) if self.topic_id_paths else []
+
     def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
         self.dispatch(session, session.context, header, frame, decode_request(frame, header))
 
@@ -204,18 +213,31 @@ class ApiHandler:
         frame: Frame,
         request: KioBody,
     ) -> None:
-        """`handle`, with the two outcomes every handler shares: topic ids the proxy must
-        look up first, and an authorizer not ready yet."""
+        """`handle`, once, after the two things every handler may need first: the names of
+        the topic ids the request names and the cache lacks (asked of the cluster, `handle`
+        then continuing with what it found: ids still unknown are answered as unknown), and
+        an authorizer that is ready."""
+        unknown = unknown_ids(ctx.policy.topic_ids, self.topic_ids(session, request))
+        if unknown:
+            session.wait(
+                LookUpTopicIds(unknown),
+                lambda found: self._handle(
+                    session, ctx.with_looked_up(unknown, found), header, frame, request
+                ),
+            )
+            return
+        self._handle(session, ctx, header, frame, request)
+
+    def _handle(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,
+    ) -> None:
         try:
             self.handle(session, ctx, header, frame, request)
-        except NeedTopicIds as need:
-            # Wait for the lookup, then handle the same parsed request again, with the ids
-            # marked as looked up (ids still unknown then are answered as unknown).
-            ids = frozenset(need.ids)
-            session.wait(
-                LookUpTopicIds(ids),
-                lambda _: self.dispatch(session, ctx.with_looked_up(ids), header, frame, request),
-            )
         except NotReady:
             refuse_not_ready(session)
 
@@ -314,6 +336,12 @@ class PerEntry(ApiHandler):
     #: forward even when every entry is denied, as Kafka still asks the coordinator then
     forward_empty: bool = False
 
+    def topic_ids(self, session: ProxySession, request: KioBody) -> list[uuid.UUID | None]:
+        """A per-topic array may name its topics by id (`names` resolves them)."""
+        if self.resource_type != ResourceType.TOPIC:
+            return []
+        return ids_at(request, ((self.array,),))
+
     def handle(
         self,
         session: ProxySession,
@@ -352,9 +380,7 @@ class PerEntry(ApiHandler):
             and getattr(first, "name", None) is None
             and getattr(first, "topic_id", None) is not None
         ):
-            from aclgate.protocol.enforce.topics import resolve
-
-            resolved = resolve(ctx.policy.topic_ids, ctx.looked_up, [e.topic_id for e in entries])
+            resolved = ctx.topic_names_of([e.topic_id for e in entries])
             return [resolved[e.topic_id] for e in entries]
         return [self.name(e) for e in entries]
 

@@ -11,6 +11,7 @@ holds, in enforce mode, for the principals and resources of the policy's dry-run
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -20,7 +21,7 @@ from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.enforce.cursor import CursorSeal
 from aclgate.protocol.enforce.dryrun import NO_DRY_RUN, DryRunScope
 from aclgate.protocol.enforce.protected import PROTECTED, Authorize, guard, is_protected
-from aclgate.protocol.enforce.topics import TopicIdCache
+from aclgate.protocol.enforce.topics import TopicIdCache, resolve
 from aclgate.protocol.header import RequestHeader
 
 ENFORCE = "enforce"
@@ -131,6 +132,7 @@ class AuthContext:
         "_authorize",
         "_sink",
         "client_id",
+        "found",
         "host",
         "listener",
         "looked_up",
@@ -147,6 +149,8 @@ class AuthContext:
         #: topic ids already looked up upstream for the request being handled (set only on
         #: the copy a resumed request gets: `with_looked_up`)
         self.looked_up: frozenset[uuid.UUID] = frozenset()
+        #: what that lookup found: id -> name
+        self.found: Mapping[uuid.UUID, str] = {}
         self._authorize: Authorize = guard(
             policy.authorizer.authorize, policy.protected_topics, policy.authorizer.super_users
         )
@@ -159,14 +163,21 @@ class AuthContext:
         policy = self.policy
         return policy.mode == ENFORCE and self.principal not in policy.dry_run.principals
 
-    def with_looked_up(self, ids: frozenset[uuid.UUID]) -> AuthContext:
-        """This context for a request resumed after its topic ids were looked up: ids still
-        unknown are then answered as unknown rather than looked up again. A copy, so the
+    def with_looked_up(
+        self, ids: frozenset[uuid.UUID], found: Mapping[uuid.UUID, str]
+    ) -> AuthContext:
+        """This context for a request resumed after its topic ids were looked up (`found`:
+        the names the cluster gave): ids still unknown are answered as unknown. A copy, so the
         connection's own context never carries one request's state into the next."""
         copy = AuthContext(self.policy, self.principal, self.host, self.listener)
         copy.client_id = self.client_id
         copy.looked_up = ids
+        copy.found = found
         return copy
+
+    def topic_names_of(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:
+        """Names for the topic ids of the request in hand (None: unknown to the cluster)."""
+        return resolve(self.policy.topic_ids, self.looked_up, ids, self.found)
 
     def decide(self, operation: AclOperation, resource_type: ResourceType, name: str) -> Decision:
         try:

@@ -50,7 +50,6 @@ from aclgate.protocol.enforce.fetchsessions import (
 )
 from aclgate.protocol.enforce.peek import peek_produce
 from aclgate.protocol.enforce.protected import cluster_grant_excludes
-from aclgate.protocol.enforce.topics import NeedTopicIds, resolve
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import rewriter_for
@@ -139,7 +138,7 @@ def topic_names(
     first = entries[0] if entries else None
     if first is None or hasattr(first, name_field):
         return [getattr(e, name_field) for e in entries]
-    resolved = resolve(ctx.policy.topic_ids, ctx.looked_up, [getattr(e, id_field) for e in entries])
+    resolved = ctx.topic_names_of([getattr(e, id_field) for e in entries])
     return [resolved[getattr(e, id_field)] for e in entries]
 
 
@@ -182,6 +181,7 @@ def split_topics(
 
 class ProduceHandler(ApiHandler):
     granularity = "per topic"
+    topic_id_paths = (("topic_data",),)  # v13+
     aliases: ClassVar[dict[str, str]] = {
         "responses": "topic_data",
         "partition_responses": "partition_data",
@@ -336,6 +336,8 @@ class FetchHandler(ApiHandler):
     client told FETCH_SESSION_ID_NOT_FOUND, so it comes back with a full request, whose denied
     partitions are refused (docs/design.md, "Fetch sessions")."""
 
+    topic_id_paths = (("topics",),)  # v13+
+
     granularity = "per topic"
 
     def describe(self) -> str:
@@ -349,16 +351,17 @@ class FetchHandler(ApiHandler):
 
     def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
         """A consumer's fetch (the common case) is decided from the peeked bytes
-        (protocol.enforce.fetchpeek) and decoded with kio only to strip or answer a denial.
-        Topic ids to look up and an authorizer not ready yet are raised before anything is
-        decided or a session changed: the full path then handles the request from the start."""
+        (protocol.enforce.fetchpeek) and decoded with kio only to strip or answer a denial."""
         peeked = peek_fetch(frame, header)
         if peeked is None:
             return super().__call__(session, header, frame)
-        try:
-            self.handle(session, session.context, header, frame, peeked)
-        except (NeedTopicIds, NotReady):
-            super().__call__(session, header, frame)
+        ctx = session.context
+        name = ctx.policy.topic_ids.name
+        for topic in peeked.topics:  # ids the cache lacks: looked up first (`dispatch`)
+            topic_id = getattr(topic, "topic_id", None)
+            if topic_id is not None and name(topic_id) is None:
+                return self.dispatch(session, ctx, header, frame, peeked)
+        self._handle(session, ctx, header, frame, peeked)
 
     def handle(
         self,

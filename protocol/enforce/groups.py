@@ -171,6 +171,8 @@ class OffsetFetchHandler(ApiHandler):
     """DESCRIBE on the group, then on each topic. v8+ batches groups; the all-partitions form
     (topics = null) is answered by the broker and filtered silently."""
 
+    topic_id_paths = (("groups", "topics"),)  # v10 names topics by id
+
     granularity = "per group, then per topic"
 
     def describe(self) -> str:

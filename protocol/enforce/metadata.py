@@ -56,7 +56,7 @@ from aclgate.protocol.enforce.base import (
 from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
 from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext, ClusterView, NotReady
 from aclgate.protocol.enforce.peek import peek_metadata
-from aclgate.protocol.enforce.topics import ZERO, resolve
+from aclgate.protocol.enforce.topics import ZERO
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.lengths import length_prefix, read_length
@@ -86,6 +86,7 @@ class _Plan:
 
 class MetadataHandler(ApiHandler):
     granularity = "per topic"
+    topic_id_paths = (("topics",),)  # v10+ may name a topic by id
 
     def describe(self) -> str:
         return (
@@ -163,11 +164,7 @@ class MetadataHandler(ApiHandler):
         by_id = [
             t for t in topics if getattr(t, "name", None) is None and getattr(t, "topic_id", None)
         ]
-        names = (
-            resolve(ctx.policy.topic_ids, ctx.looked_up, [t.topic_id for t in by_id])
-            if by_id
-            else {}
-        )
+        names = ctx.topic_names_of([t.topic_id for t in by_id]) if by_id else {}
         kept: list[KioBody] = []
         counts: dict[str, int] = {}
         for t in topics:

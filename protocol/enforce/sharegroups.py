@@ -44,7 +44,6 @@ from aclgate.protocol.enforce.groups import (
     group_entries,
     modern_group_entries,
 )
-from aclgate.protocol.enforce.topics import resolve
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import forward
@@ -414,7 +413,18 @@ def _session_missing(header: RequestHeader, request: KioBody) -> KioBody:
     return error_body(header, request, ErrorCode.share_session_not_found, responses=())
 
 
-class ShareFetchHandler(ApiHandler):
+class _ShareSessionHandler(ApiHandler):
+    def topic_ids(self, session: ProxySession, request: KioBody) -> list[uuid.UUID | None]:
+        """The request's topic ids and those of the share session it continues: all of
+        them are authorized on every request (`share_handle`)."""
+        ids: list[uuid.UUID | None] = [t.topic_id for t in request.topics or ()]
+        held = share_sessions(session).get((request.group_id, request.member_id))
+        if held is not None:
+            ids.extend(held.topics)
+        return ids
+
+
+class ShareFetchHandler(_ShareSessionHandler):
     """READ GROUP, then READ TOPIC for every topic of the request and of the session."""
 
     def describe(self) -> str:
@@ -435,7 +445,7 @@ class ShareFetchHandler(ApiHandler):
         share_handle(session, ctx, header, frame, request, fetch=True)
 
 
-class ShareAcknowledgeHandler(ApiHandler):
+class ShareAcknowledgeHandler(_ShareSessionHandler):
     def describe(self) -> str:
         return (
             "`READ GROUP[group_id]` (30); then `READ TOPIC[id]` per topic: denied partitions "
@@ -484,7 +494,7 @@ def share_handle(
         return
     view = held.topics if held is not None else {}
     ids = list(dict.fromkeys([t.topic_id for t in request.topics] + list(view)))
-    names = resolve(ctx.policy.topic_ids, ctx.looked_up, ids)  # may raise NeedTopicIds
+    names = ctx.topic_names_of(ids)
     verdict = {i: (n is not None and ctx.check(header, READ, TOPIC, n)) for i, n in names.items()}
     # the client's view of the session after this request
     new_view: dict[uuid.UUID, set[int]] = {k: set(v) for k, v in view.items()}

@@ -12,7 +12,7 @@ renamed, so a cached pair can never grant access to another topic.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 ZERO = uuid.UUID(int=0)
 
@@ -47,16 +47,42 @@ class TopicIdCache:
 
 
 def resolve(
-    cache: TopicIdCache, looked_up: frozenset[uuid.UUID], ids: Iterable[uuid.UUID]
+    cache: TopicIdCache,
+    looked_up: frozenset[uuid.UUID],
+    ids: Iterable[uuid.UUID],
+    found: Mapping[uuid.UUID, str] | None = None,
 ) -> dict[uuid.UUID, str | None]:
-    """Names for `ids`; raises NeedTopicIds for misses not already looked up upstream."""
+    """Names for `ids` (None: unknown to the cluster), from what the lookup made for this
+    request found, then the cache. Every id of a request is looked up before its handler
+    runs (`unknown_ids`, ApiHandler.dispatch): a miss not looked up is a bug of ours, raised
+    as NeedTopicIds (the connection is closed, nothing forwarded)."""
     out: dict[uuid.UUID, str | None] = {}
     missing = set()
     for topic_id in ids:
-        name = cache.name(topic_id)
+        name = found.get(topic_id) if found else None
+        if name is None:
+            name = cache.name(topic_id)
         if name is None and topic_id not in looked_up:
             missing.add(topic_id)
         out[topic_id] = name
     if missing:
         raise NeedTopicIds(missing)
+    return out
+
+
+def unknown_ids(cache: TopicIdCache, ids: Iterable[uuid.UUID | None]) -> frozenset[uuid.UUID]:
+    """The ids among `ids` the cache cannot name (ZERO and None name nothing)."""
+    # UUID's == is Python code: ZERO is compared only with the (rare) ids the cache lacks
+    return frozenset(i for i in ids if i is not None and cache.name(i) is None and i != ZERO)
+
+
+def ids_at(request: object, paths: Iterable[tuple[str, ...]]) -> list[uuid.UUID | None]:
+    """The `topic_id` of every entry at each path of arrays (("topics",), ("groups",
+    "topics"), ...) of a decoded request: the ids its handler will resolve."""
+    out: list[uuid.UUID | None] = []
+    for path in paths:
+        level: list[object] = [request]
+        for field in path:
+            level = [e for parent in level for e in (getattr(parent, field, None) or ())]
+        out.extend(getattr(e, "topic_id", None) for e in level)
     return out

@@ -60,7 +60,7 @@ def test_the_connection_context_uses_the_guard_and_hides_the_operations():
     assert alice.authorized_operations(ResourceType.TOPIC, "orders") != 0
     assert admin.authorized_operations(ResourceType.TOPIC, STORE) != 0
     # a copy made for a resumed request keeps the guard
-    resumed = alice.with_looked_up(frozenset())
+    resumed = alice.with_looked_up(frozenset(), {})
     assert not resumed.decide(AclOperation.READ, ResourceType.TOPIC, STORE).allowed
 
 

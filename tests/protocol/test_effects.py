@@ -96,17 +96,35 @@ class TestLookUpTopicIds:
         ((token, effect),) = io.effects
         assert effect == LookUpTopicIds(frozenset({topic_id}))
         assert not io.upstream, "nothing may pass a request that waits"
-        policy.topic_ids.learn(topic_id, "orders")  # what the IO layer's lookup feeds
-        session.resume(token)
+        session.resume(token, {topic_id: "orders"})  # the lookup's result, as a value
         assert _request_correlations(io.upstream) == [7, 99]  # in the client's order
         assert decoded.count(20) == 1, "the waiting request was parsed again"
         assert len(io.effects) == 1
+
+    def test_the_handler_runs_once_after_the_lookup_each_check_reported_once(self):
+        """Ids are looked up before the handler runs, never by running it again: DeleteTopics
+        by id checks DELETE on the cluster first, which reaches the sink once."""
+        seen: list[tuple[AclOperation, ResourceType, str]] = []
+
+        class Sink:
+            def decided(self, record: Any) -> None:
+                seen.append((record.operation, record.resource_type, record.resource_name))
+
+        session, io, policy = _session(ORDERS)
+        policy.sink = Sink()
+        topic_id = uuid.uuid4()
+        session.client_data(_delete_topics_by_id(topic_id))
+        ((token, _),) = io.effects
+        assert seen == [], "nothing is decided before the ids are known"
+        session.resume(token, {topic_id: "orders"})
+        assert seen.count((AclOperation.DELETE, ResourceType.CLUSTER, "kafka-cluster")) == 1
+        assert (AclOperation.DELETE, ResourceType.TOPIC, "orders") in seen
 
     def test_an_id_still_unknown_after_the_lookup_is_answered_not_looked_up_again(self):
         session, io, _ = _session(ORDERS)
         session.client_data(_delete_topics_by_id(uuid.uuid4()))
         ((token, _),) = io.effects
-        session.resume(token)
+        session.resume(token, {})
         assert len(io.effects) == 1 and not io.upstream
         (answer,) = split_frames(bytes(io.client))
         body = codec.decode_response(answer, 20, 6)
@@ -115,7 +133,7 @@ class TestLookUpTopicIds:
     def test_the_connection_context_keeps_no_state_of_the_request(self):
         session, io, _ = _session(ORDERS)
         session.client_data(_delete_topics_by_id(uuid.uuid4()))
-        session.resume(io.effects[0][0])
+        session.resume(io.effects[0][0], {})
         assert session.context.looked_up == frozenset()
 
     def test_resume_after_close_and_unknown_tokens_do_nothing(self):
