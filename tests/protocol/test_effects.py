@@ -90,7 +90,7 @@ class TestLookUpTopicIds:
         monkeypatch.setattr(
             base, "decode_request", lambda f, h: decoded.append(h.api_key) or real(f, h)
         )
-        session, io, policy = _session(ORDERS)
+        session, io, _ = _session(ORDERS)
         topic_id = uuid.uuid4()
         session.client_data(_delete_topics_by_id(topic_id) + API_VERSIONS_V0)
         ((token, effect),) = io.effects

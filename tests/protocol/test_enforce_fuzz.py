@@ -91,7 +91,7 @@ class Harness:
 
     def _perform(self, token: int, effect: Any) -> None:
         """Lookups answer empty, after the read; notifications are ignored."""
-        if isinstance(effect, LookUpTopicIds) or isinstance(effect, LookUpPartitionCounts):
+        if isinstance(effect, (LookUpTopicIds, LookUpPartitionCounts)):
             self.pending.append(lambda: self.session.resume(token, {}))
 
     def run_lookups(self) -> None:
