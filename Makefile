@@ -102,6 +102,18 @@ soak: $(TEST_STAMP) kafka-jars  ## 30 min of traffic, ACL changes and cert reloa
 	$(PIP) install -e '.[bench]'
 	$(PY) -m bench.soak $(SOAK_ARGS)
 
+# Instructions per request under valgrind's callgrind (bench/instructions.py): the guard
+# tests/bench/test_instruction_guard.py compares them with bench/results/instructions.json.
+.PHONY: valgrind bench-instructions bench-instructions-baseline
+valgrind:  ## install valgrind when missing (apt-get; the instruction-count guard needs it)
+	@command -v valgrind >/dev/null || { $$(command -v sudo) apt-get update -qq && $$(command -v sudo) apt-get install -y -qq valgrind; }
+
+bench-instructions: $(TEST_STAMP) valgrind  ## instructions per request (sans-IO and aclgate serve, callgrind; ~2 min), printed
+	$(PY) -m bench.instructions --serve $(BENCH_ARGS)
+
+bench-instructions-baseline: $(TEST_STAMP) valgrind  ## re-record bench/results/instructions.json, the guard's baseline (say why in the commit)
+	$(PY) -m bench.instructions --serve --syscalls --runs 3 --out bench/results $(BENCH_ARGS)
+
 kafka-jars: spark-jars  ## fetch Apache Kafka from Maven Central into tests/kafka/lib (cached)
 	@if [ -f tests/kafka/pom.xml ]; then $(MAKE) -s -C tests/kafka jars; fi
 

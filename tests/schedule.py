@@ -33,6 +33,7 @@ SECONDS = {
     "tests/pipeline/test_stream.py": 42,
     "tests/stall/test_loop_stall.py": 45,
     "tests/proxy/test_clients.py": 40,
+    "tests/bench/test_instruction_guard.py": 37,  # measured alone 2026-11-29, load 6
     "tests/kafka/test_regex_subscription.py": 40,
     "tests/proxy/test_workers.py": 34,
     "tests/pipeline/test_acl_redundancy.py": 34,
