@@ -6,8 +6,8 @@ for the same code and inputs repeat to ~0.1% in process and ~1% through `aclgate
 bench/instructions.py's cases (Metadata v12, Produce v9, Produce v13, Fetch v17), through the
 sans-IO session and through a running `aclgate serve`, and FAILS when any count exceeds
 bench/results/instructions.json by more than its mode's margin: 2% for the sans-IO session,
-5% for `aclgate serve` (an added Python function call per request is ~0.5-1% of a request; the
-8 µs regression issue 24 cites is ~10%). A count more than DROP (10%) below its baseline
+5% for `aclgate serve` (a Python function call costs ~1,000 instructions all in, 0.7-1.4% of
+these requests; the 8 µs regression issue 24 cites was ~10% of aclgate's CPU per request). A count more than DROP (10%) below its baseline
 passes with a warning: an improvement is no defect, but the headroom it leaves would let a
 later regression through, so re-record the baseline.
 
