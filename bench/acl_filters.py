@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from aclgate.proxy.embedded_broker import TansuBroker
+    from aclgate.proxy.demo.embedded_broker import TansuBroker
     from bench.latency import environment
 
     env = environment()

@@ -14,7 +14,7 @@ time from A's answer to B's first denial, so it includes one Metadata round trip
 (also reported: the same probe's round trip when nothing changes).
 
 Replay: 500,000 distinct ACLs written to a fresh ACL topic (one record each, as the store
-writes them), then a new store instance (proxy/kafkaaclstore.py, in this process) is started
+writes them), then a new store instance (proxy/aclstore/kafka/store.py, in this process) is started
 and timed from start() to ready: topic check, reading the whole topic, decoding every record,
 loading the authorizer.
 
@@ -142,9 +142,9 @@ def _fill(bootstrap: str, topic: str, count: int) -> float:
     """`count` distinct ACL records in `topic` (created as the store creates it); seconds."""
     from confluent_kafka import Producer
 
+    from aclgate.authz.aclrecords import encode_change
     from aclgate.authz.model import AclBinding
-    from aclgate.proxy.kafkaaclrecords import encode_change
-    from aclgate.proxy.kafkaaclstore import KafkaStoreSettings, ensure_topic
+    from aclgate.proxy.aclstore.kafka.store import KafkaStoreSettings, ensure_topic
 
     ensure_topic(KafkaStoreSettings(bootstrap, topic))
     producer = Producer(
@@ -191,7 +191,7 @@ def replay(bootstrap: str, count: int) -> dict[str, Any]:
 
     from aclgate.authz.authorizer import Authorizer
     from aclgate.authz.model import ResourceType
-    from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings
+    from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend, KafkaStoreSettings
 
     topic = f"__aclgate_bench_replay_{uuid.uuid4().hex[:8]}"
     fill_s = _fill(bootstrap, topic, count)
@@ -212,7 +212,7 @@ def replay(bootstrap: str, count: int) -> dict[str, Any]:
         finally:
             await backend.stop()
 
-    from aclgate.proxy.gctune import tune_gc
+    from aclgate.proxy.process.gctune import tune_gc
 
     tune_gc()  # as `aclgate serve` does before it loads its policy
     load_before = os.getloadavg()[0]

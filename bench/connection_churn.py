@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     args = p.parse_args(argv)
 
-    from aclgate.proxy.embedded_broker import TansuBroker
+    from aclgate.proxy.demo.embedded_broker import TansuBroker
     from bench.latency import environment
 
     command = "python -m bench.connection_churn " + shlex.join(

@@ -3,7 +3,7 @@
 The end-to-end latency benchmark cannot resolve a cost below a microsecond on a shared machine,
 so this times the code the IO layer runs per read, with and without the histograms: the
 counters alone (as before them) against begin_step + the counters + requests_done /
-responses_done (proxy/metrics.py, proxy/connection.py). Interleaved, best of many repeats:
+responses_done (proxy/ops/metrics.py, proxy/listen/connection.py). Interleaved, best of many repeats:
 the minimum is the cost without the machine's stalls.
 
   python -m bench.histogram_cost [--out bench/results]
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aclgate.protocol.header import RequestHeader
-from aclgate.proxy.metrics import REQUEST_BYTES, REQUESTS, UPSTREAM_RESPONSES, ProxyMetrics
+from aclgate.proxy.ops.metrics import REQUEST_BYTES, REQUESTS, UPSTREAM_RESPONSES, ProxyMetrics
 from bench.latency import environment
 from bench.recording import measured_code, write_results
 

@@ -3,7 +3,7 @@
     python -m bench.hotpath_cost [--out bench/results] [--profile fetch_v17]
 
 A ProxySession with the real API table, the proxy's decision recorder and metrics observer
-(as proxy/connection.py builds it, an authorizer allowing everyone) is fed one request and
+(as proxy/listen/connection.py builds it, an authorizer allowing everyone) is fed one request and
 the broker's answer per round trip, in memory: the Python work aclgate adds to a request
 and its answer, without the sockets and the event loop. Each case is timed as the best of
 several interleaved runs (the minimum is the cost without the machine's stalls). Warm caches:
@@ -47,8 +47,8 @@ from aclgate.protocol.codec import encode_response
 from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.table import advertised_versions, handlers
 from aclgate.protocol.session import ProxySession, SessionConfig
-from aclgate.proxy.decisions import DecisionRecorder
-from aclgate.proxy.metrics import ProxyMetrics
+from aclgate.proxy.audit.decisions import DecisionRecorder
+from aclgate.proxy.ops.metrics import ProxyMetrics
 from bench.latency import build_requests, encode_request, environment, record_batch
 from bench.recording import measured_code, write_results
 

@@ -5,7 +5,7 @@
 
 Why: a connection flood must cost the proxy bounded, known memory (issue 15, item 2). The
 proxy runs as a child process (uvloop, as in production: tests/fixtures/proxyprocess.py) in
-front of tansu (proxy/embedded_broker.py); the connections come from a separate client
+front of tansu (proxy/demo/embedded_broker.py); the connections come from a separate client
 process, so the proxy's RSS holds the proxy only. One fresh proxy per variant:
 
 * `silent`: connections that connect and send nothing. The proxy opens upstream connections
@@ -22,7 +22,7 @@ established TCP connections to the broker's port (from /proc/net/tcp), minus tho
 clients connected (the proxy's own metadata connection).
 
 The proxy reserves two file descriptors per client connection (its socket and an upstream
-one) and refuses connections past its budget (proxy/fdlimit.py). With a hard open-files limit
+one) and refuses connections past its budget (proxy/listen/fdlimit.py). With a hard open-files limit
 of 20,000 that budget is about 9,490: connections past it are accepted and closed by the
 proxy, counted here as `refused`, and the per-connection figure uses the connections held.
 
@@ -380,7 +380,7 @@ def markdown(data: dict[str, Any]) -> str:
         "* *Held* is the connections still open when the client process checked them, after "
         "`aclgate_connections_active` stopped moving; *refused* were accepted and closed by the "
         "proxy. The proxy keeps two descriptors per client connection in reserve (its socket and "
-        "an upstream one) and refuses connections past that budget (proxy/fdlimit.py), so with "
+        "an upstream one) and refuses connections past that budget (proxy/listen/fdlimit.py), so with "
         "an open-files limit of 20,000 it holds about 9,490, not 10,000.",
         "* *Upstream connections opened* is the established TCP connections to the broker's port "
         "while the clients were held, minus those before (the proxy's own metadata "
@@ -451,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
 
-    from aclgate.proxy.embedded_broker import TansuBroker
+    from aclgate.proxy.demo.embedded_broker import TansuBroker
     from bench.latency import _loadavg, environment
 
     command = "python -m bench.idle_connections " + shlex.join(argv or sys.argv[1:])

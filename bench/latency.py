@@ -64,7 +64,7 @@ from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
-from aclgate.proxy.embedded_broker import TansuBroker, api_versions_probe, free_port
+from aclgate.proxy.demo.embedded_broker import TansuBroker, api_versions_probe, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"

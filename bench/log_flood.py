@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aclgate.protocol.codec import encode_request
-from aclgate.proxy.embedded_broker import free_port
+from aclgate.proxy.demo.embedded_broker import free_port
 from tests.fixtures.rawclient import request_entity
 
 HERE = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ class Proxy:
             f"127.0.0.1:{self.metrics_port}",
         ]
         if sasl:
-            from aclgate.proxy.usersfile import add_user
+            from aclgate.proxy.security.usersfile import add_user
 
             users = workdir / "users.json"
             if not users.exists():

@@ -759,7 +759,7 @@ def proxy_args(profile: str, broker: str, workdir: Path) -> list[str]:
     if profile == "admin":
         args += ["--super-user", "User:ANONYMOUS"]
     if profile == "sasl":
-        from aclgate.proxy.usersfile import add_user
+        from aclgate.proxy.security.usersfile import add_user
 
         users = workdir / "users.json"
         if not users.exists():
@@ -876,7 +876,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import tempfile
 
-    from aclgate.proxy.embedded_broker import TansuBroker
+    from aclgate.proxy.demo.embedded_broker import TansuBroker
     from bench.latency import environment
     from bench.recording import write_results
 

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aclgate.proxy.embedded_broker import free_port
+from aclgate.proxy.demo.embedded_broker import free_port
 from bench.latency import RESULTS, Service, _loadavg, environment
 from bench.recording import measured_code, write_results
 from bench.throughput import _CLK_TCK, run_consumer, run_producer, write_acls

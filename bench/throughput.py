@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aclgate.proxy.embedded_broker import free_port
+from aclgate.proxy.demo.embedded_broker import free_port
 from bench.latency import (
     RESULTS,
     Service,

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         PatternType,
         ResourceType,
     )
-    from aclgate.proxy.embedded_broker import TansuBroker, free_port
+    from aclgate.proxy.demo.embedded_broker import TansuBroker, free_port
     from bench.latency import Service
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
-from aclgate.proxy.fsutil import write_atomically
+from aclgate.files import write_atomically
 
 __all__ = [
     "CA_CERT",

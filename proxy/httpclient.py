@@ -1,5 +1,5 @@
 """A small HTTPS client on the proxy's event loop, for its identity provider: the JWKS and
-OIDC discovery documents (proxy/jwks.py) and the OAuth token endpoint (proxy/oauth_token.py).
+OIDC discovery documents (proxy/security/jwks.py) and the OAuth token endpoint (proxy/oauth_token.py).
 
 Why not urllib: it blocks, and the event loop serves every client; a thread per fetch would
 need its own timeouts. Why not an HTTP library: these are a few small JSON documents a day,

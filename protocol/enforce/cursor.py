@@ -5,7 +5,7 @@ not see is handed out as an opaque token, and opened again when the client sends
 The token is AES-SIV (RFC 5297, `cryptography`'s AESSIV) over (partition, topic name):
 authenticated, so a client can neither read the name nor forge or alter a token, and
 deterministic, so the same cursor always gives the same token and no nonce has to be managed.
-The key is injected: the IO layer makes one at random per process (proxy/server.py) and
+The key is injected: the IO layer makes one at random per process (proxy/listen/server.py) and
 passes it in through `Policy.cursors`; protocol/ itself draws no randomness. A token therefore
 outlives neither a restart nor a hop to another proxy process: it is then not opened, the
 broker pages on from an unknown name that sorts after every topic name, and the client sees

@@ -457,7 +457,7 @@ def _evaluate(
 
     def finished(result: Any) -> None:
         if result is BUSY:
-            # The workers' queues are full (proxy/authpool.py): drop the connection, after the
+            # The workers' queues are full (proxy/security/authpool.py): drop the connection, after the
             # delay so that a flood does not turn into a reconnect loop; a client retries as
             # after any network error, and nothing about the credentials was checked or said.
             _later(

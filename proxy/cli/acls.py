@@ -444,7 +444,7 @@ def export_acls(args: argparse.Namespace) -> None:
     finally:
         store.close()
     if args.output:
-        from aclgate.proxy.fsutil import write_atomically
+        from aclgate.files import write_atomically
 
         write_atomically(Path(args.output), text_out.encode("utf-8"), 0o644)
     else:

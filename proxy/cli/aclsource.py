@@ -1,6 +1,6 @@
 """Where an offline command (`aclgate check`) reads the policy from: one function per ACL store.
 
-The proxy keeps its policy in a store backend (proxy/aclbackend.py: `file` or `kafka`); a policy
+The proxy keeps its policy in a store backend (proxy/aclstore/backend.py: `file` or `kafka`); a policy
 test must be able to run against the same store the fleet uses, so the CLI picks the store with
 `--acl-store` and `load_acls` returns the ACL set it holds right now. Adding a store is one entry
 in LOADERS and its options in `configure`.
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from aclgate.authz.aclfile import AclFileError
 from aclgate.authz.model import AclBinding
-from aclgate.proxy.aclstore import AclFileStore
+from aclgate.proxy.aclstore.filewatch import AclFileStore
 
 if TYPE_CHECKING:
-    from aclgate.proxy.kafkaaclstore import KafkaStoreSettings
+    from aclgate.proxy.aclstore.kafka.store import KafkaStoreSettings
 
 
 class AclSourceError(ValueError):
@@ -66,8 +66,8 @@ def kafka_settings(args: argparse.Namespace) -> KafkaStoreSettings:
     """Where the `kafka` store's topic is and how to log in to its cluster, from the options."""
     if not args.acl_bootstrap:
         raise AclSourceError("--acl-store kafka needs --acl-bootstrap")
+    from aclgate.proxy.aclstore.kafka.store import KafkaStoreSettings
     from aclgate.proxy.cli.aclstorecli import AclStoreCliError, ClientSecurity, read_properties
-    from aclgate.proxy.kafkaaclstore import KafkaStoreSettings
 
     try:
         properties = read_properties(args.acl_command_config) if args.acl_command_config else {}
@@ -93,9 +93,9 @@ def _from_file(args: argparse.Namespace) -> list[AclBinding]:
 
 
 def _from_kafka(args: argparse.Namespace) -> list[AclBinding]:
-    """The ACL topic replayed to its end, as a starting proxy would (proxy/kafkaaclstore.py)."""
-    from aclgate.proxy.aclbackend import AclStoreError
-    from aclgate.proxy.kafkaaclstore import read_acl_topic
+    """The ACL topic replayed to its end, as a starting proxy would (proxy/aclstore/kafka/store.py)."""
+    from aclgate.proxy.aclstore.backend import AclStoreError
+    from aclgate.proxy.aclstore.kafka.store import read_acl_topic
 
     settings = kafka_settings(args)
     try:

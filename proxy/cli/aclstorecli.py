@@ -24,10 +24,10 @@ from aclgate.authz.model import (
     PatternType,
     ResourceType,
 )
-from aclgate.proxy.aclstore import AclFileStore
+from aclgate.proxy.aclstore.filewatch import AclFileStore
 
 if TYPE_CHECKING:
-    from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings
+    from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend, KafkaStoreSettings
 
 T = TypeVar("T")
 
@@ -57,7 +57,7 @@ def matching(
 
 
 class FileAcls:
-    """An ACL file (locked read-modify-write: proxy/aclstore.py)."""
+    """An ACL file (locked read-modify-write: proxy/aclstore/filewatch.py)."""
 
     def __init__(self, path: str | Path) -> None:
         self.store = AclFileStore(path)
@@ -77,7 +77,7 @@ class FileAcls:
 
 class KafkaStoreAcls:
     """The `kafka` ACL store's topic itself, read and written exactly as an instance of the
-    fleet does (proxy/kafkaaclstore.py): replayed to its end before the first call, every
+    fleet does (proxy/aclstore/kafka/store.py): replayed to its end before the first call, every
     change one transaction, a call returns once its change is committed and read back. No
     proxy needs to run: this is how an operator seeds or migrates a fleet's store."""
 
@@ -89,7 +89,7 @@ class KafkaStoreAcls:
     def _loaded(self) -> KafkaAclBackend:
         if self._backend is None:
             from aclgate.authz.authorizer import Authorizer
-            from aclgate.proxy.kafkaaclstore import KafkaAclBackend
+            from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend
 
             backend = KafkaAclBackend(self.settings, Authorizer())
             self._call(backend.start())
@@ -97,7 +97,7 @@ class KafkaStoreAcls:
         return self._backend
 
     def _call(self, step: Coroutine[Any, Any, T]) -> T:
-        from aclgate.proxy.aclbackend import AclStoreError
+        from aclgate.proxy.aclstore.backend import AclStoreError
 
         try:
             return self._runner.run(step)

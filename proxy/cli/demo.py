@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 from aclgate.proxy.config import ProxyConfig, parse_host_port
-from aclgate.proxy.embedded_broker import BrokerStartError, TansuBroker, free_port
-from aclgate.proxy.logs import configure_logging
+from aclgate.proxy.demo.embedded_broker import BrokerStartError, TansuBroker, free_port
+from aclgate.proxy.ops.logs import configure_logging
 
 log = logging.getLogger("aclgate.demo")
 
@@ -82,7 +82,7 @@ def write_demo_acls(path: Path) -> None:
 
 def banner(bootstrap: str, metrics: str, workdir: Path) -> str:
     py = sys.executable
-    demo = f"{py} -m aclgate.proxy.democlient --bootstrap {bootstrap}"
+    demo = f"{py} -m aclgate.proxy.demo.client --bootstrap {bootstrap}"
     return f"""
   aclgate demo is running: an embedded broker (tansu) with aclgate in front of it.
 
@@ -107,7 +107,7 @@ def banner(bootstrap: str, metrics: str, workdir: Path) -> str:
 
 
 async def _run(config: ProxyConfig, workdir: Path) -> None:
-    from aclgate.proxy.server import ProxyServer
+    from aclgate.proxy.listen.server import ProxyServer
 
     server = ProxyServer(config)
     stop = asyncio.Event()

@@ -23,10 +23,10 @@ import signal
 import sys
 
 from aclgate.authz.aclfile import AclFileError
-from aclgate.proxy.aclbackend import AclStoreError
+from aclgate.proxy.aclstore.backend import AclStoreError
 from aclgate.proxy.config import ConfigError, add_arguments, from_args
-from aclgate.proxy.gctune import tune_gc
-from aclgate.proxy.logs import configure_logging
+from aclgate.proxy.ops.logs import configure_logging
+from aclgate.proxy.process.gctune import tune_gc
 
 log = logging.getLogger("aclgate")
 
@@ -55,13 +55,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"aclgate serve: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_level)
-    if config.workers > 1:  # a supervisor of N proxy processes (proxy/workers.py)
-        from aclgate.proxy.workers import supervise
+    if config.workers > 1:  # a supervisor of N proxy processes (proxy/process/workers.py)
+        from aclgate.proxy.process.workers import supervise
 
         return supervise(config)
     import uvloop
 
-    from aclgate.proxy.server import ProxyServer
+    from aclgate.proxy.listen.server import ProxyServer
 
     # what an operator must fix (a bad ACL, users or certificate file, a taken port) is one
     # clear line and exit status 1, not a traceback
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     tune_gc()
     try:
         uvloop.run(_serve(server))
-    # an ACL topic that cannot be replayed (proxy/kafkaaclstore.py) is one of those
+    # an ACL topic that cannot be replayed (proxy/aclstore/kafka/store.py) is one of those
     except (AclFileError, AclStoreError, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -21,7 +21,13 @@ from aclgate.protocol.identity.sasl.credentials import (
     SCRAM_MIN_ITERATIONS,
     scram_iterations_problem,
 )
-from aclgate.proxy.usersfile import MECHANISMS, UsersFileError, add_user, load_users, remove_user
+from aclgate.proxy.security.usersfile import (
+    MECHANISMS,
+    UsersFileError,
+    add_user,
+    load_users,
+    remove_user,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -73,7 +73,7 @@ def reference(kafka_authz: KafkaCluster) -> Iterator[Side]:
 
 @pytest.fixture
 def candidate(kafka_authz, kafka_single, proxy_factory, tmp_path: Path) -> Side:
-    from aclgate.proxy.usersfile import add_user
+    from aclgate.proxy.security.usersfile import add_user
 
     lst = kafka_authz.listener("SASL_PLAINTEXT")
     passwords = {u: lst.users[u] for u in USERS}

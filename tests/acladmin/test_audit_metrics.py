@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from aclgate.proxy.aclbackend import acl_fingerprint
+from aclgate.authz.fingerprint import acl_fingerprint
 
 READ = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
                   AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip

@@ -2,7 +2,7 @@
 stopped in the middle of a change, to be killed there (tests/aclstore/test_kafka_store_restart.py).
 
 The store is built from the serve arguments exactly as `aclgate serve` builds it
-(proxy/kafkaaclclient.py `store_settings`: same transactional id), replays the topic, and writes
+(proxy/aclstore/kafka/client.py `store_settings`: same transactional id), replays the topic, and writes
 one change (a DENY of WRITE on the topic named by $MIDCHANGE_TOPIC) with the real writer code,
 up to its commit: the records are in the log, the transaction open. It then prints `open` and
 waits to be killed. Its transaction timeout is raised to 60 s (`TRANSACTION_TIMEOUT_MS`), so
@@ -26,9 +26,9 @@ from aclgate.authz.model import (
     PatternType,
     ResourceType,
 )
-from aclgate.proxy import kafkaaclstore
+from aclgate.proxy.aclstore.kafka import store as kafkaaclstore
+from aclgate.proxy.aclstore.kafka.client import store_settings
 from aclgate.proxy.config import add_arguments, from_args
-from aclgate.proxy.kafkaaclclient import store_settings
 
 #: far beyond the test's bound: only fencing can end this transaction in time
 HELD_TRANSACTION_MS = 60_000

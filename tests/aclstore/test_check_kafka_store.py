@@ -9,7 +9,7 @@ import json
 import pytest
 
 from aclgate.authz.authorizer import Authorizer
-from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings
+from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend, KafkaStoreSettings
 from tests.authz.cli import run
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, Op, T, acl
 

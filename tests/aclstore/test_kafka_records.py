@@ -8,9 +8,8 @@ import uuid
 
 import pytest
 
-from aclgate.authz.model import AclBinding
-from aclgate.proxy.aclbackend import acl_fingerprint
-from aclgate.proxy.kafkaaclrecords import (
+from aclgate.authz.acllog import AclLogState
+from aclgate.authz.aclrecords import (
     CHANGE_HEADER,
     COUNT_HEADER,
     AclRecord,
@@ -19,7 +18,8 @@ from aclgate.proxy.kafkaaclrecords import (
     encode_change,
     encode_value,
 )
-from aclgate.proxy.kafkaaclstate import AclLogState
+from aclgate.authz.fingerprint import acl_fingerprint
+from aclgate.authz.model import AclBinding
 
 
 def acl(
@@ -203,13 +203,13 @@ def test_a_second_holder_takes_over_when_the_first_is_tombstoned():
 def test_the_canonical_line_is_acl_fingerprints_json_for_every_enum_value():
     import itertools
 
+    from aclgate.authz.fingerprint import canonical_line
     from aclgate.authz.model import (
         CONCRETE_OPERATIONS,
         CONCRETE_RESOURCE_TYPES,
         AclPermissionType,
         PatternType,
     )
-    from aclgate.proxy.aclbackend import canonical_line
 
     for rt, op, pt, perm in itertools.product(
         CONCRETE_RESOURCE_TYPES,

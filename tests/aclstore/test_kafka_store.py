@@ -1,4 +1,4 @@
-"""The `kafka` ACL store (proxy/kafkaaclstore.py) against a real 3-node Apache Kafka: several
+"""The `kafka` ACL store (proxy/aclstore/kafka/store.py) against a real 3-node Apache Kafka: several
 store instances, each with its own Authorizer, sharing one ACL topic, as a fleet of proxies does.
 
 Each test uses a topic of its own on the session's kafka_cluster3.
@@ -15,11 +15,12 @@ import pytest_asyncio
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from aclgate.authz.aclrecords import encode_change
 from aclgate.authz.authorizer import Authorizer, AuthorizerNotReadyError
+from aclgate.authz.fingerprint import acl_fingerprint
 from aclgate.authz.model import AclBinding, AclOperation, ResourceType
-from aclgate.proxy.aclbackend import AclStoreError, acl_fingerprint
-from aclgate.proxy.kafkaaclrecords import encode_change
-from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings, read_acl_topic
+from aclgate.proxy.aclstore.backend import AclStoreError
+from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend, KafkaStoreSettings, read_acl_topic
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.kafka]
 

@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from aclgate.authz.authorizer import Authorizer
-from aclgate.proxy.embedded_broker import free_port
-from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings
+from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend, KafkaStoreSettings
+from aclgate.proxy.demo.embedded_broker import free_port
 from tests.fixtures.rdkafka import rdkafka_clients
 from tests.fixtures.wait import wait_until
 

@@ -1,7 +1,7 @@
 """The `kafka` ACL store while the broker leading its partition is SIGKILLed mid-write: no
 acknowledged change is lost and no change, acknowledged or not, is half-applied.
 
-Two store instances (proxy/kafkaaclstore.py, each with its own Authorizer) share the ACL topic
+Two store instances (proxy/aclstore/kafka/store.py, each with its own Authorizer) share the ACL topic
 on the session's 3-node cluster (replication factor 3, min.insync.replicas 2, the leader a
 broker-only node so the controller stays up; every node is up again when a test ends, so the
 tests after these find the cluster as they expect). Instance A writes changes of three ACLs each
@@ -30,8 +30,8 @@ from confluent_kafka.admin import NewTopic
 
 from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import AclBinding
-from aclgate.proxy.aclbackend import AclStoreError
-from aclgate.proxy.kafkaaclstore import KafkaAclBackend, KafkaStoreSettings
+from aclgate.proxy.aclstore.backend import AclStoreError
+from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend, KafkaStoreSettings
 from tests.faults.harness import partition_state, wait_in_sync
 from tests.fixtures.rdkafka import rdkafka_clients
 from tests.fixtures.wait import wait_until

@@ -1,4 +1,4 @@
-"""The `kafka` ACL store logs in with the proxy's own upstream identity (proxy/kafkaaclclient.py):
+"""The `kafka` ACL store logs in with the proxy's own upstream identity (proxy/aclstore/kafka/client.py):
 SASL_SSL with SCRAM against a real Apache Kafka, and the settings each upstream option maps to."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 
 from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import AclBinding, AclOperation, ResourceType
-from aclgate.proxy.aclstores import open_acl_backend, protected_topics
+from aclgate.proxy.aclstore.backends import open_acl_backend, protected_topics
+from aclgate.proxy.aclstore.kafka.client import client_config, store_settings
+from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend
 from aclgate.proxy.config import ConfigError
-from aclgate.proxy.kafkaaclclient import client_config, store_settings
-from aclgate.proxy.kafkaaclstore import KafkaAclBackend
-from aclgate.proxy.workers import worker_config
+from aclgate.proxy.process.workers import worker_config
 from tests.fixtures.proxy import make_config
 
 ORDERS = AclBinding.from_dict(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from aclgate.proxy.embedded_broker import free_port
+from aclgate.proxy.demo.embedded_broker import free_port
 from tests.fixtures.wait import wait_until
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from aclgate.proxy.aclbackend import AclStoreStatus, unready_reason
-from aclgate.proxy.aclstore import AclFileStore
+from aclgate.proxy.aclstore.backend import AclStoreStatus, unready_reason
+from aclgate.proxy.aclstore.filewatch import AclFileStore
 from aclgate.proxy.config import ConfigError
 from tests.fixtures.proxy import RunningProxy, make_config
 from tests.fixtures.wait import wait_until

@@ -1,4 +1,4 @@
-"""aclgate.proxy.aclstore: the ACL file store (atomic, locked writes) and the hot-reloading watcher."""
+"""aclgate.proxy.aclstore.filewatch: the ACL file store (atomic, locked writes) and the hot-reloading watcher."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from aclgate.authz.aclfile import AclFileError, dump_acl_file
 from aclgate.authz.authorizer import Authorizer
-from aclgate.proxy.aclstore import AclFileStore, AclFileWatcher
+from aclgate.proxy.aclstore.filewatch import AclFileStore, AclFileWatcher
 from tests.authz.cli import aclgate
 from tests.authz.helpers import ALLOW, DENY, LIT, Op, T, acl
 

@@ -9,9 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import aclgate.files as fsutil
 from aclgate.authz.aclfile import parse_acl_file
-from aclgate.proxy import fsutil
-from aclgate.proxy.fsutil import remove_stale_temporaries, write_atomically
+from aclgate.files import remove_stale_temporaries, write_atomically
 from tests.authz.cli import aclgate
 
 #: run `aclgate acls ARGS` in a process that SIGKILLs itself where the rename would happen

@@ -18,9 +18,9 @@ import pytest
 
 from aclgate.authz.aclfile import AclFileError, parse_acl_file
 from aclgate.authz.authorizer import Authorizer
-from aclgate.proxy import aclstore
-from aclgate.proxy.aclstore import AclFileStore, AclFileWatcher
-from aclgate.proxy.usersfile import UsersFileError, parse_users
+from aclgate.proxy.aclstore import filewatch as aclstore
+from aclgate.proxy.aclstore.filewatch import AclFileStore, AclFileWatcher
+from aclgate.proxy.security.usersfile import UsersFileError, parse_users
 from tests.authz.cli import aclgate, run
 from tests.authz.helpers import ALLOW, LIT, Op, T, acl
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.fixtures.wait import wait_until  # noqa: F401 (the enforce tests import it from here)
 
 USERS = ("alice", "bob", "charlie", "admin")

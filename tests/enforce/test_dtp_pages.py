@@ -32,7 +32,7 @@ from aclgate.protocol.codec import encode_response
 from aclgate.protocol.enforce.cursor import KEY_SIZE, PREFIX, CursorSeal
 from aclgate.protocol.enforce.partitions import EXTRA_PAGES
 from aclgate.protocol.versions import request_class, response_class, response_module
-from aclgate.proxy.server import ProxyServer
+from aclgate.proxy.listen.server import ProxyServer
 from tests.fixtures.proxy import RunningProxy, make_config
 from tests.fixtures.rawclient import RawClient, module
 from tests.fixtures.scripted_broker import ScriptedCluster, _defaults

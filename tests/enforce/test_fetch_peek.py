@@ -33,7 +33,7 @@ from aclgate.protocol.enforce.table import advertised_versions, handlers
 from aclgate.protocol.header import MalformedRequest, parse_request_header
 from aclgate.protocol.session import ProxySession, SessionConfig
 from aclgate.protocol.versions import request_class, response_class
-from aclgate.proxy.decisions import DecisionRecorder
+from aclgate.proxy.audit.decisions import DecisionRecorder
 from tests.fixtures.scripted_broker import _defaults
 
 VERSIONS = range(4, 19)

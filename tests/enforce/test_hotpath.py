@@ -30,8 +30,8 @@ from aclgate.protocol.enforce.table import advertised_versions, handlers
 from aclgate.protocol.header import parse_request_header
 from aclgate.protocol.session import ProxySession, SessionConfig
 from aclgate.protocol.versions import request_class, request_module
-from aclgate.proxy.audit import AuditLog
-from aclgate.proxy.decisions import DecisionRecorder
+from aclgate.proxy.audit.decisions import DecisionRecorder
+from aclgate.proxy.audit.log import AuditLog
 from bench.latency import encode_request
 
 TOPIC_ID = uuid.UUID(int=0x1234)

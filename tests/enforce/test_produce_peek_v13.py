@@ -22,8 +22,8 @@ from aclgate.protocol.enforce.data import has_transactional_records
 from aclgate.protocol.enforce.peek import peek_produce
 from aclgate.protocol.header import parse_request_header
 from aclgate.protocol.versions import request_class, request_module
-from aclgate.proxy.audit import AuditLog
-from aclgate.proxy.decisions import DecisionRecorder
+from aclgate.proxy.audit.decisions import DecisionRecorder
+from aclgate.proxy.audit.log import AuditLog
 from bench.latency import encode_request
 from tests.enforce.test_hotpath import ALLOW_ORDERS, TOPIC_ID, _partitions, _records, make
 

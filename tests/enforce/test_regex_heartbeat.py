@@ -27,7 +27,7 @@ from aclgate.protocol.versions import (
     response_class,
     response_module,
 )
-from aclgate.proxy.server import ProxyServer
+from aclgate.proxy.listen.server import ProxyServer
 from tests.fixtures.proxy import RunningProxy, make_config
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.scripted_broker import ScriptedCluster, _defaults, answer_metadata

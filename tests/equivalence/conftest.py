@@ -125,7 +125,7 @@ def _sasl_config(user: str, password: str) -> dict:
 def sasl_targets(kafka_authz, kafka_single, equivalence_dir):
     """alice/bob/charlie over SASL_PLAINTEXT: Kafka (StandardAuthorizer, `kafka_authz`) vs.
     aclgate terminating SASL with a users file, in front of `kafka_single`."""
-    from aclgate.proxy.usersfile import add_user
+    from aclgate.proxy.security.usersfile import add_user
 
     lst = kafka_authz.listener("SASL_PLAINTEXT")
     passwords = {u: lst.users[u] for u in SASL_USERS}

@@ -290,7 +290,7 @@ class ProxyTarget(Target):
     @contextlib.contextmanager
     def open(self, acls: Sequence[Acl], ns: Namespace) -> Iterator[Env]:
         from aclgate.authz.aclfile import dump_acl_file
-        from aclgate.proxy.server import ProxyServer
+        from aclgate.proxy.listen.server import ProxyServer
         from tests.fixtures.proxy import RunningProxy, make_config
 
         options: dict[str, Any] = dict(self.proxy_options)

@@ -29,13 +29,13 @@ from aclgate.protocol.codec import decode_request
 from aclgate.protocol.enforce.base import HeaderCheck
 from aclgate.protocol.enforce.table import TABLE
 from aclgate.protocol.header import parse_request_header
-from aclgate.proxy.ratelimit import LIMITED_LEVEL
+from aclgate.proxy.ops.ratelimit import LIMITED_LEVEL
 
 from .client import Outcome
 from .corpus import API_VERSIONS, SASL_HANDSHAKE, SIZE, Parsed, parse, split_frames
 
 REPO = Path(__file__).resolve().parents[2]
-#: client ids of the proxy's own upstream connections (proxy/upstream.py)
+#: client ids of the proxy's own upstream connections (proxy/upstream/connector.py)
 CONTROL_CLIENT_IDS = ("aclgate", "aclgate-control")
 #: targets whose cases are never authenticated: nothing of theirs may reach the cluster
 UNAUTHENTICATED = ("sasl-pre",)

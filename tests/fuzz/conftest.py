@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aclgate.certs import pki
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 
 from .harness import Runner, Settings
 from .recorder import RecordingUpstream

@@ -16,7 +16,7 @@ from cryptography import x509
 from aclgate.certs import pki
 from aclgate.protocol.identity.principal import principal_for_connection
 from aclgate.protocol.identity.sslmapping import SslPrincipalMapper
-from aclgate.proxy.tls import (
+from aclgate.proxy.security.tls import (
     ReloadingTlsContext,
     TlsConfigError,
     build_client_context,

@@ -16,7 +16,13 @@ from aclgate.protocol.identity.sasl import create_server
 from aclgate.protocol.identity.sasl.client import PlainSaslClient, ScramSaslClient
 from aclgate.protocol.identity.sasl.credentials import PlainCredential, ScramCredential
 from aclgate.proxy.cli import main
-from aclgate.proxy.usersfile import UsersFileError, add_user, load_users, parse_users, remove_user
+from aclgate.proxy.security.usersfile import (
+    UsersFileError,
+    add_user,
+    load_users,
+    parse_users,
+    remove_user,
+)
 
 PASSWORD = "Tr0ub4dor&3-horse-battery"
 

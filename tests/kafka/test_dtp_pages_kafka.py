@@ -26,7 +26,7 @@ from aclgate.authz.model import (
     ResourceType,
 )
 from aclgate.protocol.versions import request_class
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.equivalence.harness import Profile, _raw_client
 from tests.equivalence.rawapi import build
 from tests.fixtures.rawclient import RawClient

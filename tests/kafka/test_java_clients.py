@@ -17,7 +17,7 @@ import pytest
 
 from aclgate.authz.aclfile import dump_acl_file
 from aclgate.authz.model import AclBinding
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.kafka import tools
 from tests.kafka.cluster import write_properties
 from tests.kafka.javaclient import compile_clients, run_client

@@ -35,7 +35,7 @@ from confluent_kafka import Producer
 
 from aclgate.authz.aclfile import dump_acl_file
 from aclgate.protocol.versions import request_class
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.equivalence.harness import (
     Acl,
     Namespace,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aclgate.certs import pki
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.fixtures.scripted_broker import ScriptedCluster
 from tests.listeners.util import MECHANISMS, USERS, jwks_json, password
 

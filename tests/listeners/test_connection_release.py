@@ -2,7 +2,7 @@
 
 A ClientConnection and its ProxySession point at each other. While that cycle stood, every
 closed connection waited for the cyclic garbage collector, which `aclgate serve` runs rarely
-(proxy/gctune.py tune_gc: gen-0 threshold 20,000), and a closed TLS connection holds about
+(proxy/process/gctune.py tune_gc: gen-0 threshold 20,000), and a closed TLS connection holds about
 250 KB of C memory until then (uvloop's 256 KB TLS read buffer, OpenSSL's state). A client
 reconnecting over TLS in a loop left hundreds of them waiting between collections; the heap
 they fragmented was never given back: +99.5 MB of RSS after 10,000 connections
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from aclgate.protocol.session import ProxySession
-from aclgate.proxy.connection import ClientConnection
+from aclgate.proxy.listen.connection import ClientConnection
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.tansu import tansu  # noqa: F401  (fixture)
 from tests.fixtures.wait import wait_until

@@ -166,7 +166,7 @@ def outcome(address: str, mechanism: str, user: str, secret: str) -> tuple:
 def test_same_answers_as_apache_kafka(kafka_secure, scripted, proxy_factory, tmp_path):
     """Each failure, sent byte for byte to Apache Kafka and to the proxy (the same users and
     passwords, the same mechanisms): the same error code, message and closed connection."""
-    from aclgate.proxy.usersfile import add_user
+    from aclgate.proxy.security.usersfile import add_user
 
     lst = kafka_secure.listener("SASL_PLAINTEXT")
     users = tmp_path / "users.json"

@@ -16,8 +16,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from aclgate.proxy.config import ConfigError
-from aclgate.proxy.jwks import JwksFetchError
-from aclgate.proxy.server import ProxyServer
+from aclgate.proxy.listen.server import ProxyServer
+from aclgate.proxy.security.jwks import JwksFetchError
 from tests.fixtures.idp import AUDIENCE, ISSUER, IdentityProvider
 from tests.fixtures.proxy import make_config
 from tests.fixtures.rawclient import RawClient

@@ -12,13 +12,13 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from aclgate.proxy.embedded_broker import free_port
-from aclgate.proxy.ratelimit import RateLimitedLog
+from aclgate.proxy.demo.embedded_broker import free_port
+from aclgate.proxy.ops.ratelimit import RateLimitedLog
 from tests.fixtures.proxy import RunningProxy
 from tests.fixtures.rawclient import RawClient, request_entity
 from tests.listeners.conftest import sasl_listener
 
-#: a line may be this long: the close reason's bound (proxy/connection.py, REASON_LIMIT) plus
+#: a line may be this long: the close reason's bound (proxy/listen/connection.py, REASON_LIMIT) plus
 #: the peer, and for a summary line its own words
 LINE_LIMIT = 1000 + 200
 SUPPRESSED = "aclgate_log_lines_suppressed_total"

@@ -21,7 +21,7 @@ import pytest
 from aclgate.protocol.codec import decode_response, encode_request
 from aclgate.protocol.identity import saslgate
 from aclgate.protocol.identity.saslgate import UNEXPECTED_ANSWERED_BYTES
-from aclgate.proxy.server import ProxyServer
+from aclgate.proxy.listen.server import ProxyServer
 from tests.fixtures.kafka import _cluster
 from tests.fixtures.proxy import RunningProxy, make_config
 from tests.fixtures.rawclient import RawClient, module, request_entity

@@ -294,7 +294,7 @@ def _end_offset(bootstrap: str, topic: str) -> int:
 def test_users_file_changes_apply_to_the_next_login(scripted, proxy_factory, tmp_path):
     """`aclgate users add/remove` while the proxy runs: the next login sees the change; an
     established session is not cut (as in Kafka, until it re-authenticates)."""
-    from aclgate.proxy.usersfile import add_user, remove_user
+    from aclgate.proxy.security.usersfile import add_user, remove_user
 
     users = tmp_path / "users.json"
     add_user(users, "alice", password("alice"), ["SCRAM-SHA-512"])

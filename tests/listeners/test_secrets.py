@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import Producer
 
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.fixtures.rawclient import RawClient
 from tests.listeners.util import (
     AUDIENCE,

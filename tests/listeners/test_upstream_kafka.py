@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.fixtures.rawclient import RawClient, request_entity
 from tests.listeners.util import (
     acl,

@@ -22,7 +22,7 @@ from aclgate.protocol.identity.sasl.client import OAuthBearerSaslClient
 from aclgate.protocol.identity.sasl.jwt import Jwks, JwtValidator
 from aclgate.protocol.identity.sasl.oauthbearer import OAuthBearerSaslServer
 from aclgate.proxy.httpclient import https_context
-from aclgate.proxy.oauthtoken import ClientCredentialsToken, SecretFile, TokenEndpointError
+from aclgate.proxy.security.oauthtoken import ClientCredentialsToken, SecretFile, TokenEndpointError
 from tests.fixtures.idp import IdentityProvider
 from tests.fixtures.rawclient import RawClient
 from tests.listeners.test_jwks_endpoint import oauth_listener

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.fixtures.rawclient import RawClient
 from tests.listeners.conftest import sasl_listener
 from tests.listeners.util import password, sasl_login

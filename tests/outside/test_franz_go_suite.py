@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from aclgate.proxy.usersfile import add_user
+from aclgate.proxy.security.usersfile import add_user
 from tests.outside import franz_go
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""The pipeline on audit logs written by the proxy's own writer (proxy/audit.py).
+"""The pipeline on audit logs written by the proxy's own writer (proxy/audit/log.py).
 
 The writer aggregates allowed decisions per window, writes denials one by one, rotates by
 size and gzips rotated files: the report must count exactly what was recorded.
@@ -31,7 +31,7 @@ class Clock:
 def record_decisions(path, n: int) -> dict[str, int]:
     """Record n decisions of the sample fleet, deciding them with authz as the proxy does."""
     audit = pytest.importorskip(
-        "aclgate.proxy.audit", reason="the proxy's audit writer is not here yet"
+        "aclgate.proxy.audit.log", reason="the proxy's audit writer is not here yet"
     )
     from aclgate.authz.authorizer import Authorizer
     from aclgate.authz.model import AclBinding, AclOperation, ResourceType

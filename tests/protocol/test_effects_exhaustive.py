@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aclgate.proxy import connection
+from aclgate.proxy.listen import connection
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -71,7 +71,7 @@ def test_each_broker_port_reaches_its_own_broker(cluster, proxy_factory):
 
 
 def test_fixed_node_ports_and_port_range(cluster, proxy_factory):
-    from aclgate.proxy.embedded_broker import free_port
+    from aclgate.proxy.demo.embedded_broker import free_port
 
     lo = free_port_block(21)
     fixed = free_port()

@@ -7,9 +7,9 @@ import json
 
 from aclgate.authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
 from aclgate.authz.model import AclBinding, AclOperation
-from aclgate.proxy.audit import AuditLog
-from aclgate.proxy.auditfile import AuditFile
-from aclgate.proxy.decisions import kafka_log_line
+from aclgate.proxy.audit.decisions import kafka_log_line
+from aclgate.proxy.audit.file import AuditFile
+from aclgate.proxy.audit.log import AuditLog
 from tests.fixtures.decisions import decision_record
 
 SCHEMA_FIELDS = [
@@ -176,7 +176,7 @@ def test_a_denial_line_reaches_the_file_before_any_flush(tmp_path):
 
 
 class ListSink:
-    """An AuditSink (proxy/auditsink.py) that keeps what it is given."""
+    """An AuditSink (proxy/audit/sink.py) that keeps what it is given."""
 
     def __init__(self) -> None:
         self.lines: list[tuple[str, str, bool]] = []

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 from aclgate.authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
 from aclgate.authz.model import AclOperation
 from aclgate.protocol import bounds, header
-from aclgate.proxy.audit import AuditLog
-from aclgate.proxy.decisions import DecisionRecorder
+from aclgate.proxy.audit.decisions import DecisionRecorder
+from aclgate.proxy.audit.log import AuditLog
 from tests.fixtures.decisions import decision_record
 from tests.fixtures.rawclient import RawClient
 from tests.listeners.util import metadata_request, read_audit

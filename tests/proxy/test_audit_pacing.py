@@ -1,6 +1,6 @@
 """Issue 20: a request naming tens of thousands of distinct denied resources is audited
 `AUDIT_PER_TURN` records a turn of the event loop, not all in the turn that handled it
-(proxy/decisions.py, DecisionRecorder): every record is still made, in order."""
+(proxy/audit/decisions.py, DecisionRecorder): every record is still made, in order."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from aclgate.authz.decision import Decision
 from aclgate.authz.model import AclOperation
 from aclgate.protocol.enforce.context import DecisionRecord
 from aclgate.protocol.header import RequestHeader
-from aclgate.proxy import decisions
-from aclgate.proxy.audit import AuditLog
-from aclgate.proxy.decisions import AUDIT_PER_TURN, DecisionRecorder
+from aclgate.proxy.audit import decisions
+from aclgate.proxy.audit.decisions import AUDIT_PER_TURN, DecisionRecorder
+from aclgate.proxy.audit.log import AuditLog
 from tests.fixtures.decisions import decision_record
 
 DENIED = Decision(False, "NO_MATCHING_ACL", None)

@@ -1,4 +1,4 @@
-"""The audit topic's spool (proxy/auditspool.py): bounded, oldest first, delivered lines leave
+"""The audit topic's spool (proxy/audit/spool.py): bounded, oldest first, delivered lines leave
 the disk, a restart resumes where delivery stopped, a line cut short by a crash is removed
 with a clear log line, one process per spool."""
 
@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from aclgate.proxy.auditspool import AuditSpool, SpoolError
+from aclgate.proxy.audit.spool import AuditSpool, SpoolError
 
 
 def line(i: int, principal: str = "User:alice") -> str:

@@ -1,4 +1,4 @@
-"""The audit topic sink (--audit-topic; proxy/auditkafka.py) with real clients and tansu: the
+"""The audit topic sink (--audit-topic; proxy/audit/kafka.py) with real clients and tansu: the
 events of a running proxy arrive in the topic as the file has them, keyed by principal, in
 order per principal; the topic is invisible and untouchable through the proxy but for super
 users; a full spool counts and logs its losses; a spool left by a stopped instance is sent
@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from aclgate.proxy.auditkafka import AuditTopicSettings, KafkaAuditSink
-from aclgate.proxy.embedded_broker import free_port
+from aclgate.proxy.audit.kafka import AuditTopicSettings, KafkaAuditSink
+from aclgate.proxy.demo.embedded_broker import free_port
 from tests.enforce.conftest import start_enforced, users_file  # noqa: F401 (a fixture)
 from tests.enforce.test_clients_enforced import create_topics, produce
 from tests.fixtures.wait import wait_until
@@ -230,7 +230,7 @@ def test_a_spool_left_by_a_stopped_instance_is_sent_first_by_the_next(tansu, tmp
 
 
 def test_audit_topic_settings_are_checked_and_the_topic_is_protected(tmp_path):
-    from aclgate.proxy.aclstores import protected_topics
+    from aclgate.proxy.aclstore.backends import protected_topics
     from aclgate.proxy.config import ConfigError
     from tests.fixtures.proxy import make_config
 
@@ -250,7 +250,7 @@ def test_audit_topic_settings_are_checked_and_the_topic_is_protected(tmp_path):
 
 
 def test_a_spool_in_use_stops_the_start_with_one_clear_line(tmp_path, tansu):
-    from aclgate.proxy.auditspool import AuditSpool
+    from aclgate.proxy.audit.spool import AuditSpool
 
     held = AuditSpool(tmp_path / "spool", max_bytes=1 << 20)
     try:

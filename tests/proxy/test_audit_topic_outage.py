@@ -101,7 +101,7 @@ def test_audit_lines_spool_while_aclgate_may_not_write_the_topic_and_arrive_once
     """The audit cluster has an authorizer and aclgate's identity (charlie) no permission on
     the audit topic yet: every line goes to the spool (authorization failed), none is lost;
     once WRITE and DESCRIBE are granted (docs/audit.md's table), the spool is delivered."""
-    from aclgate.proxy.server import ProxyServer
+    from aclgate.proxy.listen.server import ProxyServer
     from tests.fixtures.proxy import RunningProxy, make_config
 
     topic = f"aclgate-audit-{uuid.uuid4().hex[:8]}"
@@ -128,7 +128,11 @@ def test_audit_lines_spool_while_aclgate_may_not_write_the_topic_and_arrive_once
         )
     )
     try:
-        server, sink, audit = proxy.server, proxy.server.audit_sink, proxy.server.audit
+        server, sink, audit = (
+            proxy.server,
+            proxy.server.audit_sink,
+            proxy.server.audit,
+        )
 
         def handed_over() -> int:
             proxy.run(audit.flush_aggregates)

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from aclgate.proxy.authpool import FairHashPool, default_workers
+from aclgate.proxy.security.authpool import FairHashPool, default_workers
 
 
 async def _run(pool: FairHashPool, jobs: list[tuple[str, object]]) -> tuple[list, list[bool]]:

@@ -115,7 +115,7 @@ def test_upstream_going_away_mid_request_closes_the_client(proxy_factory, caplog
 
 
 def test_unreachable_upstream_closes_with_a_clear_error(proxy_factory, caplog):
-    from aclgate.proxy.embedded_broker import free_port
+    from aclgate.proxy.demo.embedded_broker import free_port
 
     caplog.set_level(logging.INFO, logger="aclgate")
     proxy = proxy_factory(f"127.0.0.1:{free_port()}")

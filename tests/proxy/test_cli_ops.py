@@ -23,7 +23,7 @@ from aclgate.authz.model import (
     ResourceType,
 )
 from aclgate.proxy.config import ConfigError, ProxyConfig, add_arguments, from_args
-from aclgate.proxy.embedded_broker import api_versions_probe, free_port
+from aclgate.proxy.demo.embedded_broker import api_versions_probe, free_port
 from tests.fixtures.wait import wait_until
 from tests.scenarios import clients
 
@@ -35,9 +35,9 @@ def run_cli(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def democlient(bootstrap: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """`python -m aclgate.proxy.democlient --bootstrap BOOTSTRAP ARGS...`, output captured."""
+    """`python -m aclgate.proxy.demo.client --bootstrap BOOTSTRAP ARGS...`, output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "aclgate.proxy.democlient", "--bootstrap", bootstrap, *args],
+        [sys.executable, "-m", "aclgate.proxy.demo.client", "--bootstrap", bootstrap, *args],
         capture_output=True,
         text=True,
         timeout=timeout,

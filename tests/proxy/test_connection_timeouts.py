@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from aclgate.proxy.embedded_broker import TansuBroker
+from aclgate.proxy.demo.embedded_broker import TansuBroker
 from tests.fixtures.wait import wait_until
 
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 7, -1)

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 from aclgate.authz.decision import Decision
 from aclgate.authz.model import AclOperation
 from aclgate.protocol.codec import encode_request
-from aclgate.proxy.decisions import DecisionRecorder, DenialLogLimiter, kafka_log_line
-from aclgate.proxy.metrics import HotCounters
+from aclgate.proxy.audit.decisions import DecisionRecorder, DenialLogLimiter, kafka_log_line
+from aclgate.proxy.ops.metrics import HotCounters
 from tests.fixtures.decisions import decision_record
 from tests.fixtures.rawclient import RawClient
 from tests.fixtures.wait import wait_until

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from aclgate.proxy.embedded_broker import free_port
-from aclgate.proxy.server import ProxyServer
+from aclgate.proxy.demo.embedded_broker import free_port
+from aclgate.proxy.listen.server import ProxyServer
 from tests.fixtures.proxy import make_config
 
 

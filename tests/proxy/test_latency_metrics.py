@@ -11,7 +11,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from aclgate.proxy.metrics import LATENCY_BOUNDS_NS, LATENCY_METRIC, PHASES
+from aclgate.proxy.ops.metrics import LATENCY_BOUNDS_NS, LATENCY_METRIC, PHASES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: the le labels as docs/operations.md lists them (10 µs to 100 ms)

@@ -9,8 +9,8 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
 from aclgate.authz.decision import Decision
-from aclgate.proxy.decisions import kafka_log_line
-from aclgate.proxy.logs import log_safe
+from aclgate.proxy.audit.decisions import kafka_log_line
+from aclgate.proxy.ops.logs import log_safe
 from tests.fixtures.decisions import decision_record
 from tests.fixtures.rawclient import RawClient, module, request_entity
 from tests.fixtures.wait import wait_until

@@ -1,7 +1,7 @@
 """Issue 20, B5: /metrics has a bounded set of label values whatever clients send, a scrape
 never stalls the event loop that serves every client, and the metrics port answers anything
-sent to it with a clean status or a close (proxy/metrics.py, proxy/http.py, proxy/workers.py,
-proxy/metricsmerge.py)."""
+sent to it with a clean status or a close (proxy/ops/metrics.py, proxy/ops/http.py, proxy/process/workers.py,
+proxy/ops/metricsmerge.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from aclgate.proxy import http
-from aclgate.proxy.metrics import KAFKA_API_KEY_LABELS, OTHER_API_KEY
-from aclgate.proxy.workers import Supervisor, SupervisorHttp
+from aclgate.proxy.ops import http
+from aclgate.proxy.ops.metrics import KAFKA_API_KEY_LABELS, OTHER_API_KEY
+from aclgate.proxy.process.workers import Supervisor, SupervisorHttp
 from tests.fixtures.proxy import make_config
 from tests.fixtures.rawclient import RawClient, request_entity
 from tests.fixtures.wait import wait_until

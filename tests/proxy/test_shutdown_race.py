@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
-from aclgate.proxy.embedded_broker import free_port
-from aclgate.proxy.server import ProxyServer
+from aclgate.proxy.demo.embedded_broker import free_port
+from aclgate.proxy.listen.server import ProxyServer
 from tests.fixtures.proxy import RunningProxy, make_config
 
 
@@ -35,7 +35,7 @@ def test_close_right_after_a_client_found_no_upstream_ends():
 
 def test_close_names_a_task_that_ignores_its_cancel_and_goes_on(monkeypatch, caplog):
     """Whatever swallows a cancel next, close() still ends, and says which task it was."""
-    from aclgate.proxy import server as server_module
+    from aclgate.proxy.listen import server as server_module
 
     monkeypatch.setattr(server_module, "TASK_STOP_TIMEOUT", 0.5)
     proxy = RunningProxy(ProxyServer(make_config(f"127.0.0.1:{free_port()}")))

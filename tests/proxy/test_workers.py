@@ -1,5 +1,5 @@
 """`aclgate serve --workers 2`: two proxy processes on the same ports, one /metrics, /readyz,
-ACL reloads in both, a killed worker restarted, SIGTERM draining all (proxy/workers.py)."""
+ACL reloads in both, a killed worker restarted, SIGTERM draining all (proxy/process/workers.py)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from aclgate.authz.model import (
     ResourceType,
 )
 from aclgate.proxy.config import ConfigError, ProxyConfig, parse_workers
-from aclgate.proxy.directory import port_for_node
-from aclgate.proxy.embedded_broker import free_port
-from aclgate.proxy.metricsmerge import MetricsMerger
-from aclgate.proxy.workers import restart_delay
+from aclgate.proxy.demo.embedded_broker import free_port
+from aclgate.proxy.ops.metricsmerge import MetricsMerger
+from aclgate.proxy.process.workers import restart_delay
+from aclgate.proxy.upstream.directory import port_for_node
 from tests.fixtures.ports import free_port_block
 from tests.fixtures.wait import wait_until
 from tests.scenarios import clients

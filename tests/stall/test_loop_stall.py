@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from aclgate.proxy.embedded_broker import TansuBroker
+from aclgate.proxy.demo.embedded_broker import TansuBroker
 from bench.loop_stall import (
     KAFKA_PROFILES,
     KINDS,

@@ -4,7 +4,7 @@ Sans-IO: the upstream connection code sends `initial_response()` in the first Sa
 request and feeds each server reply to `evaluate_challenge`, sending back what it returns until
 `complete`. Server signatures are checked in constant time, so a man in the middle that does
 not know the credential cannot fake a successful SCRAM login. OAUTHBEARER sends a token the
-IO layer obtained (proxy/oauthtoken.py: a client-credentials grant), as Kafka's
+IO layer obtained (proxy/security/oauthtoken.py: a client-credentials grant), as Kafka's
 OAuthBearerSaslClient does, including RFC 7628's error round (the server's JSON error, then a
 lone ^A, then the failure).
 """

@@ -2,7 +2,7 @@
 
 Only these derived values are ever stored: a SCRAM credential lets a server check a proof but
 not log in elsewhere without an expensive search, and the PLAIN hash (scrypt) is slow to brute
-force. Pure functions; the users file (proxy/usersfile.py) persists them.
+force. Pure functions; the users file (proxy/security/usersfile.py) persists them.
 """
 
 from __future__ import annotations

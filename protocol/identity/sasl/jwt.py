@@ -7,7 +7,7 @@ JWKS holds public keys), `crit` refused, the key chosen by `kid`/`kty`/`alg`/`us
 of 2048 bits at least, required `exp` and `iat`, `exp`/`nbf` with clock skew, `aud` and `iss`
 when configured, the principal claim (default `sub`) and the scope claim, each with Kafka's
 error message. The current time is a parameter, and keys come from a `Jwks` or from an
-injected `KeySource` (proxy/jwks.py fetches them over HTTPS): nothing here reads a clock, a
+injected `KeySource` (proxy/security/jwks.py fetches them over HTTPS): nothing here reads a clock, a
 file or the network.
 """
 
@@ -217,7 +217,7 @@ class JwtValidator:
         algorithms: Iterable[str] = SUPPORTED_ALGORITHMS,
     ) -> None:
         """`jwks`: a fixed key set (a JWKS file), or a KeySource whose keys change while the
-        proxy runs (a JWKS URL, proxy/jwks.py)."""
+        proxy runs (a JWKS URL, proxy/security/jwks.py)."""
         self.source: KeySource | None = None if isinstance(jwks, Jwks) else jwks
         self._fixed = jwks if isinstance(jwks, Jwks) else None
         self.audiences = frozenset(expected_audiences or ())

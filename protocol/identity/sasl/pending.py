@@ -1,7 +1,7 @@
 """A SASL mechanism that cannot decide yet, without blocking (sans-IO).
 
 OAUTHBEARER meets a token whose `kid` is not in the key set it has: the IO layer can fetch
-the key set again (proxy/jwks.py), but the mechanism may not wait for it. It raises
+the key set again (proxy/security/jwks.py), but the mechanism may not wait for it. It raises
 `SaslPending` instead; the SASL gate (protocol/identity/saslgate.py) parks the connection, reads no
 more of its requests, asks the IO layer to wait for the fetch (protocol/effects.py
 `AwaitKeySet`), and evaluates the same token again once it has ended.

@@ -1,0 +1,1 @@
+"""`aclgate demo` / `make run`: an embedded broker and a demo client."""

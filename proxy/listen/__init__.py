@@ -1,0 +1,1 @@
+"""The listening proxy: the server that owns a worker's listeners and shared state, one connection per client (the IO side of protocol/session.py), and the accept path with its limits and file-descriptor budget."""

@@ -1,0 +1,1 @@
+"""The process: worker processes and their supervisor, and GC tuning."""

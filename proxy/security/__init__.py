@@ -1,0 +1,1 @@
+"""Who a client is, and who the proxy is upstream: listener TLS and SASL settings, certificates, the users file, OAUTHBEARER key sets and token endpoints, the proxy's own login, the password-hashing pool."""
