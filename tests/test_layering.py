@@ -1,6 +1,8 @@
-"""The package layering holds: no import cycles, protocol/ and authz/ never import proxy/,
-every module imports on its own in a fresh interpreter (no hidden import-order needs), and
-only as `aclgate.<folder>...`: no top-level `proxy`, `protocol`, ... is ever imported."""
+"""The package layering holds: no import cycles (typing-only imports included), each room
+imports only the rooms `ROOMS` lets it (so protocol/ and authz/ never import proxy/, certs/
+never does, and proxy/'s rooms form the layers docs/design.md draws), every module imports on
+its own in a fresh interpreter (no hidden import-order needs), and only as
+`aclgate.<folder>...`: no top-level `proxy`, `protocol`, ... is ever imported."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ def _package(module: str) -> str:
 
 def _modules() -> dict[str, Path]:
     out = {}
+    for path in sorted((REPO / "aclgate").glob("*.py")):  # the package's own modules
+        out["aclgate" if path.stem == "__init__" else f"aclgate.{path.stem}"] = path
     for folder in FOLDERS:
         for path in sorted((REPO / folder).rglob("*.py")):
             parts = ["aclgate", *path.relative_to(REPO).with_suffix("").parts]
@@ -34,9 +38,9 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(path: Path) -> set[str]:
-    """Modules of ours that `path` imports, at any depth (lazy imports too), except those
-    only imported for type checking."""
+def _imports(path: Path, typing: bool = True) -> set[str]:
+    """Modules of ours that `path` imports, at any depth (lazy imports too); with `typing`
+    False, not those only imported for type checking."""
     tree = ast.parse(path.read_text())
     typing_only: set[int] = set()
     for node in ast.walk(tree):
@@ -44,7 +48,7 @@ def _imports(path: Path) -> set[str]:
             typing_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in typing_only:
+        if not typing and id(node) in typing_only:
             continue
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -61,7 +65,7 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-GRAPH = {module: _imports(path) - {module} for module, path in MODULES.items()}
+GRAPH = {module: _imports(path, typing=False) - {module} for module, path in MODULES.items()}
 
 
 def _cycles() -> list[list[str]]:
@@ -118,6 +122,113 @@ def test_protocol_and_authz_never_import_the_io_layer():
         if _package(module) in PURE
     }
     assert {m: i for m, i in offenders.items() if i} == {}
+
+
+_CORE = {"aclgate.authz", "aclgate.protocol", "aclgate.files"}
+#: room -> the rooms it may import (typing-only imports included). A room is a folder of
+#: aclgate (authz, protocol, certs, pipeline), a folder of proxy/ (aclstore/, audit/, ...), or
+#: proxy/'s own top modules (config, httpclient, rdkafka: "aclgate.proxy"), which any proxy
+#: room may use. Layers, bottom up: the pure core; proxy's top; ops; security, upstream,
+#: aclstore; audit; listen; process, demo; cli.
+ROOMS: dict[str, set[str]] = {
+    "aclgate": set(),  # the package's __init__: its version
+    "aclgate.__main__": {"aclgate.proxy.cli"},  # `python -m aclgate`
+    "aclgate.files": set(),
+    "aclgate.authz": set(),
+    "aclgate.protocol": {"aclgate.authz"},
+    "aclgate.certs": {"aclgate.files"},
+    "aclgate.pipeline": {"aclgate.authz"},
+    "aclgate.proxy": _CORE,
+    "aclgate.proxy.ops": _CORE,
+    "aclgate.proxy.security": _CORE | {"aclgate.proxy", "aclgate.proxy.ops"},
+    "aclgate.proxy.upstream": _CORE | {"aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security"},
+    "aclgate.proxy.aclstore": _CORE | {"aclgate.proxy", "aclgate.proxy.ops"},
+    "aclgate.proxy.audit": _CORE | {"aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.aclstore"},
+    "aclgate.proxy.listen": _CORE | {
+        "aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security", "aclgate.proxy.upstream",
+        "aclgate.proxy.aclstore", "aclgate.proxy.audit",
+    },
+    "aclgate.proxy.process": _CORE | {
+        "aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security", "aclgate.proxy.aclstore",
+        "aclgate.proxy.audit", "aclgate.proxy.listen",
+    },
+    "aclgate.proxy.demo": _CORE | {"aclgate.proxy", "aclgate.proxy.ops"},
+    "aclgate.proxy.cli": _CORE | {
+        "aclgate", "aclgate.certs", "aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security",
+        "aclgate.proxy.upstream", "aclgate.proxy.aclstore", "aclgate.proxy.audit",
+        "aclgate.proxy.listen", "aclgate.proxy.process", "aclgate.proxy.demo",
+    },
+}  # fmt: skip
+
+
+def _room(module: str) -> str:
+    """`aclgate.proxy.audit.kafka` -> `aclgate.proxy.audit`; `aclgate.proxy.config` ->
+    `aclgate.proxy`; `aclgate.protocol.enforce.base` -> `aclgate.protocol`."""
+    parts = module.split(".")
+    if parts[:2] == ["aclgate", "proxy"] and len(parts) > 2:
+        inner = ".".join(parts[:3])
+        return inner if inner in ROOMS else "aclgate.proxy"
+    if len(parts) == 2 and parts[1] not in FOLDERS:
+        return module  # aclgate.files, aclgate.__main__
+    return ".".join(parts[:2])
+
+
+def _room_imports() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        room = _room(module)
+        found.setdefault(room, set()).update(
+            _room(i) for i in _imports(path, typing=True) if _room(i) != room
+        )
+    return found
+
+
+def _violations(rooms: dict[str, set[str]]) -> dict[str, list[str]]:
+    extra = {room: sorted(used - ROOMS.get(room, set())) for room, used in rooms.items()}
+    return {room: used for room, used in extra.items() if used}
+
+
+def test_every_room_imports_only_the_rooms_it_may():
+    rooms = _room_imports()
+    assert set(rooms) <= set(ROOMS), f"a room the rules do not name: {set(rooms) - set(ROOMS)}"
+    assert _violations(rooms) == {}
+
+
+def test_the_room_rules_are_layers():
+    """The rules themselves allow no cycle between rooms."""
+    seen: list[str] = []
+
+    def visit(room: str, path: tuple[str, ...]) -> None:
+        assert room not in path, f"the rules allow a cycle: {' -> '.join((*path, room))}"
+        if room in seen:
+            return
+        for allowed in ROOMS[room]:
+            visit(allowed, (*path, room))
+        seen.append(room)
+
+    for room in ROOMS:
+        visit(room, ())
+
+
+def test_the_room_check_can_fail():
+    """ops/ importing listen/ (say, metrics reaching for the server) is a violation."""
+    rooms = _room_imports()
+    rooms["aclgate.proxy.ops"] = rooms["aclgate.proxy.ops"] | {"aclgate.proxy.listen"}
+    assert _violations(rooms) == {"aclgate.proxy.ops": ["aclgate.proxy.listen"]}
+
+
+def test_no_typing_only_cycles():
+    """`if TYPE_CHECKING:` imports count too: a module may not name, even for its types, one
+    that imports it."""
+    full = {module: _imports(path, typing=True) - {module} for module, path in MODULES.items()}
+    saved = dict(GRAPH)
+    GRAPH.clear()
+    GRAPH.update(full)
+    try:
+        assert _cycles() == []
+    finally:
+        GRAPH.clear()
+        GRAPH.update(saved)
 
 
 def test_every_module_imports_alone_in_a_fresh_interpreter():

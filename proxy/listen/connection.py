@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
 from aclgate.protocol.bounds import bounded
 from aclgate.protocol.effects import (
@@ -42,7 +42,57 @@ from aclgate.proxy.upstream.connector import set_nodelay
 from aclgate.proxy.upstream.reauth import UpstreamReauthenticator
 
 if TYPE_CHECKING:
-    from aclgate.proxy.listen.server import ProxyServer
+    import uuid
+    from collections.abc import Callable
+
+    from aclgate.protocol.effects import AclStoreFailure, StoreAclChange, TopicNames
+    from aclgate.protocol.enforce.context import Policy
+    from aclgate.protocol.identity.saslgate import SaslListenerConfig
+    from aclgate.protocol.session import SessionConfig
+    from aclgate.proxy.ops.metrics import ProxyMetrics
+    from aclgate.proxy.ops.ratelimit import RateLimitedLog
+    from aclgate.proxy.security.listener import ListenerSecurity
+    from aclgate.proxy.upstream.connector import UpstreamConnector
+
+
+class ConnectionHost(Protocol):
+    """What a client connection uses of the server that accepted it (proxy/listen/server.py
+    `ProxyServer`): the listener's shared state, and the IO the session's effects need."""
+
+    security: ListenerSecurity
+    metrics: ProxyMetrics
+    policy: Policy
+    session_config: SessionConfig
+    sasl_config: SaslListenerConfig | None
+    connector: UpstreamConnector
+    log_limiter: RateLimitedLog
+
+    def log_refusal(self, key: str, message: str, level: int = ..., logger: str = ...) -> None: ...
+    def connection_opened(
+        self, conn: ClientConnection, address: str | None
+    ) -> tuple[str, str] | None: ...
+    def connection_closed(self, conn: ClientConnection) -> None: ...
+    async def upstream_candidates(self, node_id: int | None) -> list[tuple[str, int]]: ...
+    def upstream_unreachable(self, why: str) -> None: ...
+    def lookup_topic_ids(
+        self, ids: frozenset[uuid.UUID], done: Callable[[dict[uuid.UUID, str]], None]
+    ) -> None: ...
+    def lookup_partition_counts(
+        self, names: frozenset[str], done: Callable[[dict[str, int] | None], None]
+    ) -> None: ...
+    def list_topic_names(
+        self, max_age: float, done: Callable[[TopicNames | None], None]
+    ) -> None: ...
+    def ask_cluster(self, request: Any, expected: type, done: Callable[[Any], None]) -> None: ...
+    def change_acls(
+        self,
+        change: StoreAclChange,
+        ctx: AuthContext,
+        done: Callable[[AclStoreFailure | None], None],
+    ) -> None: ...
+    def auto_create_topics(self, names: frozenset[str]) -> None: ...
+    def log_dropped_keys(self, keys: frozenset[int]) -> None: ...
+
 
 log = logging.getLogger("aclgate.connection")
 
@@ -102,7 +152,7 @@ class ClientConnection(asyncio.Protocol):
 
     def __init__(
         self,
-        server: ProxyServer,
+        server: ConnectionHost,
         listener: str,
         node_id: int | None,
         proxied_source: tuple[str, int] | None = None,

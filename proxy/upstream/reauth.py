@@ -16,13 +16,36 @@ import asyncio
 import logging
 import random
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aclgate.protocol.codec import decode_response, encode_request
-from aclgate.proxy.upstream.connector import UpstreamAuthError
+from aclgate.protocol.session import ProxySession
+from aclgate.proxy.ops.metrics import ProxyMetrics
+from aclgate.proxy.upstream.connector import UpstreamAuthError, UpstreamConnector
 
-if TYPE_CHECKING:
-    from aclgate.proxy.listen.connection import ClientConnection
+
+class ReauthServer(Protocol):
+    """What re-authentication uses of the server: its login and its metrics."""
+
+    @property
+    def connector(self) -> UpstreamConnector: ...
+    @property
+    def metrics(self) -> ProxyMetrics: ...
+
+
+class ReauthConnection(Protocol):
+    """The client connection whose upstream login is renewed (proxy/listen/connection.py)."""
+
+    @property
+    def session(self) -> ProxySession | None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def peer(self) -> str: ...
+    @property
+    def server(self) -> ReauthServer: ...
+    def close(self, reason: str, kind: str | None) -> None: ...
+
 
 log = logging.getLogger("aclgate.upstream")
 _SIZE = struct.Struct(">i")
@@ -33,7 +56,7 @@ EARLIEST, LATEST = 0.85, 0.95
 class UpstreamReauthenticator:
     """Renews the SASL session of one upstream connection before the broker expires it."""
 
-    def __init__(self, conn: ClientConnection, transport: asyncio.Transport):
+    def __init__(self, conn: ReauthConnection, transport: asyncio.Transport):
         self.conn = conn
         self.transport = transport
         #: the renewal is due: client requests are held until it is done
