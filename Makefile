@@ -32,7 +32,7 @@ run: $(DEMO_STAMP)  ## start an embedded broker with aclgate in front of it (Ctr
 # in one process.
 TEST_WORKERS ?= 2
 
-test: $(TEST_STAMP) kafka-jars  ## install everything and run the whole test suite (but the long fault runs)
+test: $(TEST_STAMP) kafka-jars valgrind  ## install everything and run the whole test suite (but the long fault runs)
 	$(VENV)/bin/pytest -m "not faults" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 test-faults: $(TEST_STAMP) kafka-jars  ## every fault run (3-node Kafka, ~5 min); writes bench/results/faults.md
