@@ -341,6 +341,29 @@ CLUSTER_ONLY: dict[str, tuple[int, int, Callable[[int], bytes]]] = {
 }  # fmt: skip
 
 
+#: the group APIs decided on their group id, read in place (protocol/enforce/groupfirst.py):
+#: (api_key, version, `count` -> a request of `count` entries in its one array, group "g")
+GROUP_FIRST: dict[str, tuple[int, int, Callable[[int], bytes]]] = {
+    "join_group": (11, 9, _named_entries(
+        11, 9, "protocols", lambda m, n: m.JoinGroupRequestProtocol(name=n, metadata=b""),
+        group_id="g", session_timeout=_MS, rebalance_timeout=_MS, member_id="",
+        group_instance_id=None, protocol_type="consumer", reason=None,
+    )),
+    "sync_group": (14, 5, _named_entries(
+        14, 5, "assignments", lambda m, n: m.SyncGroupRequestAssignment(member_id=n, assignment=b""),
+        group_id="g", generation_id=1, member_id="m", group_instance_id=None,
+        protocol_type="consumer", protocol_name="range",
+    )),
+    "leave_group": (13, 5, _named_entries(
+        13, 5, "members",
+        lambda m, n: m.MemberIdentity(member_id=n, group_instance_id=None, reason=None),
+        group_id="g",
+    )),
+}  # fmt: skip
+#: SyncGroup keeps the 100 MiB frame limit (a big group's assignments): measured at 32 MiB
+GROUP_SIZES = {14: 32 * MB}
+
+
 def _module(api_key: int, version: int) -> Any:
     from tests.fixtures.rawclient import module
 
@@ -377,11 +400,11 @@ def in_process_ms(frame: bytes, tries: int = 3) -> tuple[float, int]:
 
 def entries_at_limit(make: Callable[[int], bytes], api_key: int) -> int:
     """The most entries `make` can put in one request within the API's size limit
-    (protocol/enforce/table.py `MAX_REQUEST_BYTES`; the limit counts the frame without its
-    4-byte size)."""
+    (protocol/enforce/table.py `MAX_REQUEST_BYTES`, else GROUP_SIZES; the limit counts the
+    frame without its 4-byte size)."""
     from aclgate.protocol.enforce.table import request_limits
 
-    limit = request_limits()[api_key]
+    limit = request_limits().get(api_key) or GROUP_SIZES[api_key]
     one, two = len(make(1)) - 4, len(make(2)) - 4
     # counts past 126 take a longer length prefix (at most 4 more bytes)
     return (limit - (one - (two - one)) - 4) // (two - one)
@@ -671,13 +694,15 @@ PROFILES = ("plain", "sasl", "admin", "cluster")
 KAFKA_PROFILES = frozenset({"cluster"})
 
 
-def _answered_at_limit(name: str) -> Callable[[Target], dict[str, Any]]:
-    """A cluster-only API's request (CLUSTER_ONLY) as large as its limit allows, denied to
-    User:ANONYMOUS: answered by aclgate itself from the request's bytes, which the outcome
-    must say. Profile `cluster`: the proxy accepts only the APIs its cluster serves (a request
-    of another is closed on its header, as Kafka closes it), and tansu serves none of these
-    but ListPartitionReassignments and the SCRAM ones."""
-    key, _version, make = CLUSTER_ONLY[name]
+def _answered_at_limit(
+    name: str, inputs: Mapping[str, tuple[int, int, Callable[[int], bytes]]] = CLUSTER_ONLY
+) -> Callable[[Target], dict[str, Any]]:
+    """A request of `inputs` (CLUSTER_ONLY, GROUP_FIRST) as large as its limit allows, denied
+    to User:ANONYMOUS: answered by aclgate itself, which the outcome must say. Profile
+    `cluster`: the proxy accepts only the APIs its cluster serves (a request of another is
+    closed on its header, as Kafka closes it), and tansu serves none of the cluster-only
+    APIs but ListPartitionReassignments and the SCRAM ones."""
+    key, _version, make = inputs[name]
     run = _at_limit(make, key)
 
     def checked(target: Target) -> dict[str, Any]:
@@ -692,7 +717,7 @@ def _answered_at_limit(name: str) -> Callable[[Target], dict[str, Any]]:
 def _limit_text(api_key: int) -> str:
     from aclgate.protocol.enforce.table import request_limits
 
-    limit = request_limits()[api_key]
+    limit = request_limits().get(api_key) or GROUP_SIZES[api_key]
     return f"{limit // MB} MiB" if limit % MB == 0 else f"{limit // KB} KiB"
 
 
@@ -725,6 +750,17 @@ KINDS += (
         "cluster",
         _elect_leaders_partitions,
         "ElectLeaders v2 of one topic and some 262,000 partitions (1 MiB), denied: a 9.7 MB answer",
+    ),
+    *(
+        InputKind(
+            f"{name}_at_limit",
+            "plain",
+            _answered_at_limit(name, GROUP_FIRST),
+            f"{name.replace('_', ' ').capitalize()} v{version} of group g, denied, with as many "
+            f"entries in its one array as {_limit_text(key)} holds (decided on the group id read "
+            "in place, the body never read: protocol/enforce/groupfirst.py)",
+        )
+        for name, (key, version, _make) in GROUP_FIRST.items()
     ),
 )
 

@@ -232,3 +232,22 @@ def _list_offsets(frame: Frame, pos: int, v: int) -> list[tuple[str, bytes]] | N
     if pos >= end or frame[pos] != 0:  # request tagged fields
         return None
     return topics
+
+
+def peek_first_string(frame: Frame, header: RequestHeader) -> str | None:
+    """The request's first field, a non-nullable (compact) string (the group id of JoinGroup,
+    SyncGroup, Heartbeat and LeaveGroup at every version), read in place; None when it is
+    null, cut short or not UTF-8 (the full path reads that request, and closes on it)."""
+    pos = header.body_offset
+    try:
+        if header.flexible:
+            n, pos = _uvarint(frame, pos)  # length + 1, 0 = null
+            n -= 1
+        else:
+            (n,) = _I16.unpack_from(frame, pos)
+            pos += 2
+        if n < 0 or pos + n > len(frame):
+            return None
+        return str(frame[pos : pos + n], "utf-8")
+    except (IndexError, ValueError, struct.error, SerialError):  # UnicodeDecodeError too
+        return None

@@ -45,6 +45,7 @@ from aclgate.protocol.enforce.build import Aliases
 from aclgate.protocol.enforce.configs import AlterConfigsHandler, DescribeConfigsHandler
 from aclgate.protocol.enforce.data import FetchHandler, ProduceHandler
 from aclgate.protocol.enforce.denied_bytes import Mirror, MirroredCheck
+from aclgate.protocol.enforce.groupfirst import GroupFirst
 from aclgate.protocol.enforce.groups import (
     ConsumerGroupDescribeHandler,
     ConsumerGroupHeartbeatHandler,
@@ -182,14 +183,14 @@ TABLE: dict[ApiKey, Row] = {
     ),
     ApiKey.OFFSET_FETCH: Row((1, 10), OffsetFetchHandler()),
     ApiKey.FIND_COORDINATOR: Row((0, 6), FindCoordinatorHandler()),
-    ApiKey.JOIN_GROUP: Row((0, 9), Whole((group(Op.READ),))),
-    ApiKey.HEARTBEAT: Row((0, 4), Whole((group(Op.READ),))),
+    ApiKey.JOIN_GROUP: Row((0, 9), GroupFirst((group(Op.READ),))),
+    ApiKey.HEARTBEAT: Row((0, 4), GroupFirst((group(Op.READ),))),
     ApiKey.LEAVE_GROUP: Row(
         (0, 5),
-        Whole((group(Op.READ),), overrides={"members": ()}),
+        GroupFirst((group(Op.READ),), overrides={"members": ()}),
         note="denied: top-level 30, no member results (v3+), as LeaveGroupRequest.getErrorResponse",
     ),
-    ApiKey.SYNC_GROUP: Row((0, 5), Whole((group(Op.READ),))),
+    ApiKey.SYNC_GROUP: Row((0, 5), GroupFirst((group(Op.READ),))),
     ApiKey.DESCRIBE_GROUPS: Row((0, 6), DescribeGroupsHandler()),
     ApiKey.LIST_GROUPS: Row((0, 5), ListGroupsHandler()),
     ApiKey.API_VERSIONS: Row(
