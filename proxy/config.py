@@ -19,7 +19,15 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 class ConfigError(ValueError):
-    """A setting is missing or invalid; the message names the setting and the problem."""
+    """A setting is missing or invalid; the message names the setting and the problem.
+
+    `setting` and `problem` let `from_args` say it again the way the user wrote the setting
+    (the flag, or the TOML file and key); the message itself uses the TOML key."""
+
+    def __init__(self, message: str, *, setting: str | None = None, problem: str | None = None):
+        super().__init__(message)
+        self.setting = setting
+        self.problem = problem if problem is not None else message
 
 
 def parse_host_port(value: str, default_host: str | None = None) -> tuple[str, int]:
@@ -664,6 +672,9 @@ class ProxyConfig:
         boolean=True,
         help="verify the cluster's host names (Kafka's ssl.endpoint.identification.algorithm=https; on by default)",
     )
+    #: where each setting given by the user came from (from_args), so that a later error (a
+    #: port in use) names it as it was written; not a setting (no help), not compared
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ derived values
 
@@ -696,10 +707,11 @@ class ProxyConfig:
             raise ConfigError("broker_ports: the range contains the --listen port")
         if self.workers > 1:
             self._validate_workers()
-        if self.max_frame_bytes <= 0:
-            raise ConfigError("max_frame_bytes must be positive")
-        if self.max_in_flight <= 0:
-            raise ConfigError("max_in_flight must be positive")
+        for name in ("max_frame_bytes", "max_in_flight"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(
+                    f"{name} must be positive", setting=name, problem="must be positive"
+                )
         for name in (
             "connect_timeout",
             "audit_window",
@@ -711,7 +723,9 @@ class ProxyConfig:
             "upstream_check_interval",
         ):
             if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be positive")
+                raise ConfigError(
+                    f"{name} must be positive", setting=name, problem="must be positive"
+                )
         for name in (
             "max_connections",
             "max_connections_per_ip",
@@ -719,9 +733,17 @@ class ProxyConfig:
             "max_connections_per_principal",
         ):
             if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be 0 (no limit) or more")
+                raise ConfigError(
+                    f"{name} must be 0 (no limit) or more",
+                    setting=name,
+                    problem="must be 0 (no limit) or more",
+                )
         if not self.shutdown_grace >= 0:
-            raise ConfigError("shutdown_grace must be 0 or more seconds")
+            raise ConfigError(
+                "shutdown_grace must be 0 or more seconds",
+                setting="shutdown_grace",
+                problem="must be 0 or more seconds",
+            )
         if not self.acl_store_max_staleness_seconds >= 0:
             raise ConfigError("acl_store_max_staleness_seconds must be 0 (never) or more seconds")
         from aclgate.authz.authorizer import parse_super_users
@@ -741,9 +763,14 @@ class ProxyConfig:
             and not self.acl_file_missing_ok
             and not self.acl_file.exists()
         ):
+            hint = (
+                f"(create it with `aclgate acls --acl-file {self.acl_file} --add ...`, or pass "
+                "--acl-file-missing-ok to start with an empty policy)"
+            )
             raise ConfigError(
-                f"acl_file: {self.acl_file} does not exist (create it with `aclgate acls --acl-file "
-                f"{self.acl_file} --add ...`, or pass --acl-file-missing-ok to start with an empty policy)"
+                f"acl_file: {self.acl_file} does not exist {hint}",
+                setting="acl_file",
+                problem=f"no such file {hint}",
             )
         self._validate_audit_topic()
         self._validate_security()
@@ -827,7 +854,9 @@ class ProxyConfig:
         ):
             path = getattr(self, name)
             if path is not None and not Path(path).exists():
-                raise ConfigError(f"{name}: {path} does not exist")
+                raise ConfigError(
+                    f"{name}: {path} does not exist", setting=name, problem="no such file"
+                )
 
     def _validate_oauthbearer_keys(self) -> None:
         """OAUTHBEARER on the listener: exactly one source of verification keys."""
@@ -903,14 +932,227 @@ class ProxyConfig:
             )
 
 
+#: The concern groups of the settings table, in the order `serve --help`, docs/configuration.md
+#: and the example file show them: (group, title, what it is about, its settings in order).
+#: Every ProxyConfig setting is in exactly one group (`settings()` refuses otherwise).
+GROUPS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    (
+        "listeners",
+        "Listeners",
+        "where clients connect, the addresses they are given, and the listener's TLS",
+        (
+            "listen", "advertised_host", "node_port", "broker_ports",
+            "listener_security_protocol", "ssl_certfile", "ssl_keyfile", "ssl_cafile",
+            "ssl_client_auth", "proxy_protocol", "proxy_protocol_trusted",
+        ),
+    ),
+    (
+        "identity",
+        "Identity",
+        "how a client's principal is established: SASL mechanisms, the users file, OAUTHBEARER "
+        "token checks, mTLS principal mapping, re-authentication",
+        (
+            "sasl_mechanisms", "users_file", "ssl_principal_mapping_rules",
+            "sasl_oauthbearer_jwks_file", "sasl_oauthbearer_jwks_endpoint_url",
+            "sasl_oauthbearer_oidc_discovery_url", "sasl_oauthbearer_jwks_endpoint_refresh_ms",
+            "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms",
+            "sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms", "sasl_oauthbearer_ssl_cafile",
+            "sasl_oauthbearer_expected_audience", "sasl_oauthbearer_expected_issuer",
+            "sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_clock_skew_seconds",
+            "connections_max_reauth_ms", "connection_failed_authentication_delay_ms",
+        ),
+    ),
+    (
+        "upstream",
+        "Upstream",
+        "the Kafka cluster behind the proxy and how the proxy itself logs in to it",
+        (
+            "upstream", "upstream_security_protocol", "upstream_ssl_cafile",
+            "upstream_ssl_certfile", "upstream_ssl_keyfile", "upstream_ssl_check_hostname",
+            "upstream_sasl_mechanism", "upstream_sasl_username", "upstream_sasl_password_file",
+            "upstream_sasl_oauthbearer_token_endpoint_url", "upstream_sasl_oauthbearer_client_id",
+            "upstream_sasl_oauthbearer_client_secret_file", "upstream_sasl_oauthbearer_scope",
+            "upstream_sasl_oauthbearer_ssl_cafile", "upstream_sasl_login_refresh_window_factor",
+            "connect_timeout", "upstream_check_interval", "api_version_cap",
+        ),
+    ),
+    (
+        "acls",
+        "ACLs",
+        "the policy: where the ACLs live, who bypasses them, and dry-run",
+        (
+            "acl_store", "acl_file", "acl_file_missing_ok", "acl_topic", "acl_bootstrap",
+            "acl_topic_replication_factor", "acl_topic_skip_offset", "acl_transactional_id",
+            "acl_store_max_staleness_seconds", "early_start", "super_user",
+            "allow_everyone_if_no_acl_found", "mode", "dry_run_principal", "dry_run_resource",
+            "dry_run_file",
+        ),
+    ),
+    (
+        "audit",
+        "Audit",
+        "the record of every decision: a rotated JSON-lines file and/or a Kafka topic",
+        (
+            "audit_file", "audit_max_bytes", "audit_keep", "audit_window", "proxy_name",
+            "audit_topic", "audit_bootstrap", "audit_spool", "audit_spool_max_bytes",
+            "audit_delivery_timeout",
+        ),
+    ),
+    (
+        "limits",
+        "Limits",
+        "what one client may hold or send: sizes, connections, rates and timeouts",
+        (
+            "max_frame_bytes", "max_request_bytes", "max_in_flight", "max_connections",
+            "max_connections_per_ip", "max_connections_per_principal",
+            "max_connection_creation_rate", "connections_max_idle_ms",
+            "authentication_timeout_ms", "partial_request_timeout_ms",
+        ),
+    ),
+    (
+        "operations",
+        "Operations",
+        "metrics and health endpoints, logging, worker processes, shutdown",
+        ("metrics_listen", "log_level", "workers", "shutdown_grace"),
+    ),
+)  # fmt: skip
+
+#: what is applied while the proxy runs; every other setting is read once at start, so
+#: changing it (in the TOML file or on the command line) needs a restart. There is no SIGHUP
+#: reload: the files below are polled (`file_signature`: mtime, size, inode) and followed.
+RELOADED: dict[str, str] = {
+    "acl_file": "contents reloaded when the file changes (polled each second); a broken file "
+    "keeps the previous policy",
+    "dry_run_file": "contents reloaded when the file changes (polled each second); a broken "
+    "file keeps the previous scope",
+    "users_file": "contents reloaded when the file changes (checked at each new SASL "
+    "exchange); a broken file keeps the previous users",
+    "ssl_certfile": "contents reloaded when the file changes: new connections get the new "
+    "certificate, a broken file keeps the previous one",
+    "ssl_keyfile": "contents reloaded together with --ssl-certfile",
+    "ssl_cafile": "contents reloaded together with --ssl-certfile",
+    "upstream_ssl_cafile": "contents reloaded when the file changes: new upstream connections "
+    "use them, a broken file keeps the previous ones",
+    "upstream_ssl_certfile": "contents reloaded together with --upstream-ssl-cafile",
+    "upstream_ssl_keyfile": "contents reloaded together with --upstream-ssl-cafile",
+    "upstream_sasl_password_file": "re-read when the file changes: the next login uses the "
+    "new password",
+    "upstream_sasl_oauthbearer_client_secret_file": "re-read when the file changes: the next "
+    "token request uses the new secret",
+    "sasl_oauthbearer_jwks_endpoint_url": "restart; the keys it serves are fetched again every "
+    "--sasl-oauthbearer-jwks-endpoint-refresh-ms",
+    "sasl_oauthbearer_oidc_discovery_url": "restart; the keys it points to are fetched again "
+    "every --sasl-oauthbearer-jwks-endpoint-refresh-ms",
+}
+RESTART = "restart"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table: everything the three views (serve --help,
+    docs/configuration.md, examples/aclgate.toml) say about a setting."""
+
+    name: str
+    flag: str
+    toml_key: str
+    #: no setting is read from the environment (secrets come from files, see *_file settings)
+    env: str | None
+    default: str
+    reload: str
+    group: str
+    help: str
+    metavar: str | None
+    choices: tuple[str, ...] | None
+    multiple: bool
+    boolean: bool
+
+
 def _settings() -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(ProxyConfig) if "help" in f.metadata]
 
 
-def _convert(f: dataclasses.Field, value: Any, origin: str) -> Any:
-    """A TOML or flag value for field `f`, converted to the field's type."""
+def _flag(f: dataclasses.Field) -> str:
+    return f.metadata["flag"] or "--" + f.name.replace("_", "-")
+
+
+def toml_value(value: Any) -> str:
+    """`value` as TOML writes it (strings quoted, lists in brackets), for docs and errors."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def _default(f: dataclasses.Field) -> str:
+    """The default as the TOML file would spell it, or `(none)`."""
+    value: Any = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    if value is None or value == [] or value == {}:
+        return "(none)"
+    if f.name == "listen":  # the one HOST:PORT with a default
+        return toml_value(f"{value[0]}:{value[1]}")
+    return toml_value(value)
+
+
+def settings() -> list[Setting]:
+    """The settings table in its documented order (GROUPS), built from ProxyConfig's fields."""
+    fields = {f.name: f for f in _settings()}
+    placed = [name for _, _, _, names in GROUPS for name in names]
+    if sorted(placed) != sorted(fields) or len(set(placed)) != len(placed):
+        missing = sorted(set(fields) - set(placed))
+        extra = sorted(set(placed) - set(fields))
+        raise RuntimeError(
+            f"config.GROUPS out of step with ProxyConfig: not placed {missing}, unknown {extra}"
+        )
+    table = []
+    for group, _, _, names in GROUPS:
+        for name in names:
+            f = fields[name]
+            meta = f.metadata
+            table.append(
+                Setting(
+                    name=name,
+                    flag=_flag(f),
+                    toml_key=name,
+                    env=None,
+                    default=_default(f),
+                    reload=RELOADED.get(name, RESTART),
+                    group=group,
+                    help=meta["help"],
+                    metavar=meta["metavar"],
+                    choices=tuple(meta["choices"]) if meta["choices"] else None,
+                    multiple=meta["multiple"],
+                    boolean=meta["boolean"],
+                )
+            )
+    return table
+
+
+#: where a setting's value came from: ("flag", "--listen") or ("toml", "aclgate.toml", "listen")
+Origin = tuple[str, ...]
+
+
+def name_setting(origin: Origin | None, name: str, value: Any) -> str:
+    """A setting and its value the way the user wrote them: `--ssl-certfile pki/srv.crt`,
+    `aclgate.toml: ssl_certfile = "pki/srv.crt"`, or for a default `listen 127.0.0.1:9092`."""
+    if origin is None:
+        return f"{name} {value} (the default)"
+    if origin[0] == "flag":
+        return f"{origin[1]} {value}" if value is not None else origin[1]
+    return f"{origin[1]}: {origin[2]} = {toml_value(value)}"
+
+
+def _convert(f: dataclasses.Field, value: Any, origin: Origin) -> Any:
+    """A TOML or flag value for field `f`, converted to the field's type; a bad one is a
+    ConfigError that names the setting as the user wrote it (the flag, or the file and key)."""
     parse = f.metadata["parse"]
     multiple = f.metadata["multiple"]
+    item: Any = value
     try:
         if multiple:
             if isinstance(value, Mapping):  # TOML tables: node_port = { 1 = 19092 }
@@ -921,7 +1163,9 @@ def _convert(f: dataclasses.Field, value: Any, origin: str) -> Any:
                 items = [value]
             if f.name == "upstream":  # Kafka's bootstrap.servers style: k1:9092,k2:9092
                 items = [part for item in items for part in str(item).split(",") if part.strip()]
-            parsed: list[Any] = [parse(str(item)) if parse else item for item in items]
+            parsed: list[Any] = []
+            for item in items:
+                parsed.append(parse(str(item)) if parse else item)
             as_dict = f.default_factory is not dataclasses.MISSING and isinstance(
                 f.default_factory(), dict
             )
@@ -943,11 +1187,19 @@ def _convert(f: dataclasses.Field, value: Any, origin: str) -> Any:
                 raise ConfigError(f"must be one of {', '.join(choices)}")
             return norm
         return value
-    except ConfigError as exc:
-        raise ConfigError(f"{origin} {f.name}: {exc}") from None
+    except (ConfigError, ValueError) as exc:
+        problem = exc.problem if isinstance(exc, ConfigError) else str(exc)
+        where = name_setting(origin, f.name, item if origin[0] == "toml" else None)
+        raise ConfigError(f"{where}: {problem}", setting=f.name, problem=problem) from None
 
 
 def load_toml(path: Path) -> dict[str, Any]:
+    """The settings of a TOML file, converted; errors name the file and the key as written."""
+    return _load_toml(path)[0]
+
+
+def _load_toml(path: Path) -> tuple[dict[str, Any], dict[str, Origin], dict[str, Any]]:
+    """(converted values, where each came from, the values as written)."""
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)
@@ -957,22 +1209,36 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     known = {f.name: f for f in _settings()}
     out: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    written: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
         if name not in known:
-            raise ConfigError(f"config file {path}: unknown setting {key!r}")
-        out[name] = _convert(known[name], value, f"config file {path}:")
-    return out
+            raise ConfigError(f"{path}: unknown setting {key!r} (see docs/configuration.md)")
+        origins[name] = ("toml", str(path), key)
+        written[name] = value
+        out[name] = _convert(known[name], value, origins[name])
+    return out, origins, written
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per setting; defaults stay unset so a TOML value is not overridden."""
+    """One flag per setting, in argument groups by concern (the table's order); defaults stay
+    unset so a TOML value is not overridden."""
     parser.add_argument(
-        "--config", type=Path, metavar="FILE", help="TOML file with the same keys as the flags"
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML file with the settings below, keyed as the flags without `--` and with "
+        "underscores (docs/configuration.md, examples/aclgate.toml); flags win",
     )
-    for f in _settings():
+    fields = {f.name: f for f in _settings()}
+    groups = {
+        group: parser.add_argument_group(title, description)
+        for group, title, description, _ in GROUPS
+    }
+    for setting in settings():
+        f = fields[setting.name]
         meta = f.metadata
-        flag = meta["flag"] or "--" + f.name.replace("_", "-")
         kwargs: dict[str, Any] = {"help": meta["help"], "dest": f.name, "default": None}
         if meta["metavar"]:
             kwargs["metavar"] = meta["metavar"]
@@ -984,13 +1250,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if meta["boolean"]:
             kwargs.pop("metavar", None)
             kwargs["action"] = argparse.BooleanOptionalAction
-        parser.add_argument(flag, **kwargs)
+        groups[setting.group].add_argument(setting.flag, **kwargs)
 
 
 def from_args(args: argparse.Namespace) -> ProxyConfig:
-    values = load_toml(args.config) if getattr(args, "config", None) else {}
+    """The configuration from a TOML file (--config) and flags, flags winning. A setting's
+    error names it as the user wrote it: `--flag VALUE: problem`, `FILE: key = value: problem`."""
+    values: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    written: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        values, origins, written = _load_toml(args.config)
     for f in _settings():
         given = getattr(args, f.name, None)
         if given is not None:
-            values[f.name] = _convert(f, given, "--" + f.name.replace("_", "-"))
-    return ProxyConfig(**values).validate()
+            origins[f.name] = ("flag", _flag(f))
+            written[f.name] = " ".join(map(str, given)) if isinstance(given, list) else given
+            values[f.name] = _convert(f, given, origins[f.name])
+    config = ProxyConfig(**values)
+    config.origins = origins
+    try:
+        return config.validate()
+    except ConfigError as exc:
+        if exc.setting not in origins:
+            raise
+        where = name_setting(origins[exc.setting], exc.setting, written[exc.setting])
+        raise ConfigError(
+            f"{where}: {exc.problem}", setting=exc.setting, problem=exc.problem
+        ) from None

@@ -113,8 +113,8 @@ def test_toml_config_and_flags_override(tmp_path: Path):
     path.write_text('upstream = ["k:1"]\nshutdown_grace = 5\n')
     assert parse(["--config", str(path)]).shutdown_grace == 5.0
     for flag, value, message in (
-        ("--shutdown-grace", "-1", "shutdown_grace must be 0 or more"),
-        ("--connect-timeout", "0", "connect_timeout must be positive"),
+        ("--shutdown-grace", "-1", "^--shutdown-grace -1: must be 0 or more"),
+        ("--connect-timeout", "0", "^--connect-timeout 0: must be positive"),
     ):
         with pytest.raises(ConfigError, match=message):
             parse(["--config", str(path), flag, value])
