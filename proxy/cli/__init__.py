@@ -8,11 +8,21 @@ A sub-command module exposes `configure(parser)` and `run(args) -> int`.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from aclgate import __version__
+from aclgate.proxy.cli.errors import (
+    CLOSED_PIPE_STATUS,
+    CliParser,
+    report,
+    silence_stdout,
+    stdout_is_closed,
+    user_error,
+)
 
 # name -> (module, one-line summary shown by `aclgate --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -48,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "aclgate.pipeline.cli.sample",
         "generate a synthetic audit log for demos and benchmarks",
     ),
+    "completion": ("aclgate.proxy.cli.completion", "print a bash or zsh completion script"),
 }
 
 EPILOG = """\
@@ -65,7 +76,7 @@ Run `aclgate COMMAND --help` for the options of one command.
 def _top_parser() -> argparse.ArgumentParser:
     width = max(len(n) for n in COMMANDS)
     listing = "\n".join(f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items())
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="aclgate",
         description="aclgate: an authorizing proxy for the Kafka protocol.\n\ncommands:\n"
         + listing,
@@ -78,6 +89,9 @@ def _top_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `aclgate` entry point: a user's mistake is one line on stderr and a non-zero exit
+    status (proxy/cli/errors.py says which exceptions are a user's); a bug of ours keeps its
+    traceback. ACLGATE_TRACEBACK=1 shows the traceback of a user's error too."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS:
         parser = _top_parser()
@@ -85,17 +99,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
-        parser.error(f"unknown command {args.command!r}; see `aclgate --help`")
+        close = difflib.get_close_matches(args.command, COMMANDS, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        parser.error(f"unknown command {args.command!r}{hint}")
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog=f"aclgate {name}",
         description=(module.__doc__ or COMMANDS[name][1]).strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     module.configure(parser)
-    args = parser.parse_args(rest)
     try:
-        return int(module.run(args) or 0)
+        args = parser.parse_args(rest)
+        status = int(module.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe fails here rather than at the interpreter's exit
+        return status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        if not stdout_is_closed():
+            raise
+        silence_stdout()  # like any Unix tool whose reader has gone: quietly, no message
+        return CLOSED_PIPE_STATUS
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None or os.environ.get("ACLGATE_TRACEBACK"):
+            raise
+        report(parser.prog, message)
+        return 1

@@ -72,7 +72,8 @@ PATTERN_TYPES = "|".join(p.name for p in PatternType if p != PatternType.UNKNOWN
 
 
 class UsageError(Exception):
-    """CommandLineUtils.printUsageAndExit: message and help on stderr, exit 1."""
+    """CommandLineUtils.printUsageAndExit: the message on stderr, exit 1 (kafka-acls follows
+    it with the whole help, which scrolls the message away: here a pointer to --help)."""
 
 
 class CommandError(Exception):
@@ -80,8 +81,7 @@ class CommandError(Exception):
 
 
 def _usage_exit(parser: argparse.ArgumentParser, message: str) -> NoReturn:
-    print(message, file=sys.stderr)
-    parser.print_help(sys.stderr)
+    print(f"{message}\nsee `{parser.prog} --help`", file=sys.stderr)
     raise SystemExit(1)
 
 
@@ -476,6 +476,8 @@ def run(args: argparse.Namespace) -> int:
         _run(args)
     except UsageError as exc:
         _usage_exit(parser, str(exc))
+    except BrokenPipeError:  # `| head`: the entry point ends quietly, as Unix tools do
+        raise
     except (
         CommandError,
         AclFileError,

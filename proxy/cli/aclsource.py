@@ -74,6 +74,9 @@ def kafka_settings(args: argparse.Namespace) -> KafkaStoreSettings:
         client = ClientSecurity.from_properties(properties).librdkafka()
     except (AclStoreCliError, OSError) as exc:
         raise AclSourceError(f"--acl-command-config: {exc}") from None
+    # librdkafka writes each failed connection attempt to stderr itself (dozens of lines
+    # while a cluster is unreachable); the command's own error line says what failed
+    client["log_level"] = "2"
     return KafkaStoreSettings(
         bootstrap=args.acl_bootstrap,
         topic=args.acl_topic,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -25,6 +25,7 @@ from aclgate.authz.model import (
     ResourceType,
 )
 from aclgate.proxy.aclstore.filewatch import AclFileStore
+from aclgate.proxy.cli.errors import kafka_error_text
 
 if TYPE_CHECKING:
     from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend, KafkaStoreSettings
@@ -275,36 +276,41 @@ class AdminAcls:
     def describe(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
         found: dict[AclBinding, None] = {}
         for f in filters or (AclBindingFilter.ANY,):
-            acls, error = self.admin.describe_acls(_kp_filter(f))
+            acls, error = _admin_call(self.admin.describe_acls, _kp_filter(f))
             if error.errno:
-                raise AclStoreCliError(_error_text(error))
+                raise AclStoreCliError(kafka_error_text(error))
             found.update(dict.fromkeys(_from_kp(a) for a in acls))
         return list(found)
 
     def create(self, bindings: Sequence[AclBinding]) -> None:
         if not bindings:
             return
-        result = self.admin.create_acls([_kp_acl(b) for b in bindings])
+        result = _admin_call(self.admin.create_acls, [_kp_acl(b) for b in bindings])
         if result["failed"]:
-            raise AclStoreCliError(_error_text(result["failed"][0]))
+            raise AclStoreCliError(kafka_error_text(result["failed"][0]))
 
     def delete(self, filters: Sequence[AclBindingFilter]) -> None:
         if not filters:
             return
-        for _, _, error in self.admin.delete_acls([_kp_filter(f) for f in filters]):
+        for _, _, error in _admin_call(self.admin.delete_acls, [_kp_filter(f) for f in filters]):
             if error.errno:
-                raise AclStoreCliError(_error_text(error))
+                raise AclStoreCliError(kafka_error_text(error))
 
 
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _error_text(error: Any) -> str:
-    """A kafka-python error class as Kafka names the error: `CLUSTER_AUTHORIZATION_FAILED
-    (31): Cluster authorization failed.`"""
-    name = getattr(error, "message", type(error).__name__)
-    return f"{name} ({error.errno}): {getattr(error, 'description', '')}".rstrip(": ")
+def _admin_call(call: Callable[..., Any], *args: Any) -> Any:
+    """One Admin API call; an error the cluster answers with (kafka-python raises some, an
+    authorization failure of DescribeAcls among them, and returns others) is the command's
+    one-line error, as the answers it returns are."""
+    from kafka.errors import KafkaError  # type: ignore[import-untyped]
+
+    try:
+        return call(*args)
+    except KafkaError as exc:
+        raise AclStoreCliError(kafka_error_text(exc)) from None
 
 
 def _kp_acl(b: AclBinding) -> Any:

@@ -104,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     except UsersFileError as e:
         print(f"aclgate users {args.action}: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `| head`: the entry point ends quietly, as Unix tools do
+        raise
     except OSError as e:
         print(
             f"aclgate users {args.action}: {e.strerror or e}: {e.filename or args.users_file}",
