@@ -114,6 +114,19 @@ bench-instructions: $(TEST_STAMP) valgrind  ## instructions per request (sans-IO
 bench-instructions-baseline: $(TEST_STAMP) valgrind  ## re-record bench/results/instructions.json, the guard's baseline (say why in the commit)
 	$(PY) -m bench.instructions --serve --syscalls --runs 3 --out bench/results $(BENCH_ARGS)
 
+# Packaged artefacts (docs/deploy.md): the systemd unit, the OCI image, the Helm chart and the
+# alert rules, each checked by tests/deploy/ in `make test`, which install their tools too.
+.PHONY: deploy-tools oci-image test-deploy
+deploy-tools: $(TEST_STAMP)  ## install systemd-analyze, promtool, debootstrap (apt-get) and helm (Go module, .cache/deploy/bin)
+	$(PY) -m tests.deploy.tools
+
+oci-image: $(TEST_STAMP)  ## build the OCI image into build/oci and build/aclgate-docker.tar (root; docs/deploy.md)
+	@command -v debootstrap >/dev/null || $(PY) -m tests.deploy.tools
+	$(PY) deploy/oci/build.py --out build/oci --docker-archive build/aclgate-docker.tar $(OCI_ARGS)
+
+test-deploy: $(TEST_STAMP)  ## the tests of deploy/ only (~90 s with caches)
+	$(VENV)/bin/pytest tests/deploy $(PYTEST_ARGS)
+
 kafka-jars: spark-jars  ## fetch Apache Kafka from Maven Central into tests/kafka/lib (cached)
 	@if [ -f tests/kafka/pom.xml ]; then $(MAKE) -s -C tests/kafka jars; fi
 

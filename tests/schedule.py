@@ -29,6 +29,9 @@ SECONDS = {
     "tests/pipeline/test_stream_restart.py": 66,
     "tests/kafka/test_java_clients.py": 52,
     "tests/aclstore/test_kafka_store.py": 48,
+    # measured alone 2026-11-29 with .cache/deploy filled (first run: + helm's Go build
+    # 2 min 46 s, debootstrap 2 min 4 s)
+    "tests/deploy/test_oci_image.py": 57,
     "tests/aclstore/test_kafka_store_faults.py": 44,
     "tests/pipeline/test_stream.py": 42,
     "tests/stall/test_loop_stall.py": 45,
@@ -45,6 +48,7 @@ SECONDS = {
     "tests/listeners/test_upstream_reauth.py": 23,
     "tests/authz/test_cli_acls.py": 23,
     "tests/acladmin/test_cli_kafka_store.py": 23,
+    "tests/deploy/test_helm_chart.py": 24,  # measured alone 2026-11-29, helm cached
     "tests/proxy/test_connection_timeouts.py": 22,
     "tests/test_packaging.py": 21,
     "tests/bench/test_throughput_smoke.py": 21,
