@@ -29,6 +29,11 @@ class ConfigError(ValueError):
         self.setting = setting
         self.problem = problem if problem is not None else message
 
+    @classmethod
+    def about(cls, setting: str, problem: str, sep: str = ": ") -> ConfigError:
+        """`setting: problem` (or `setting problem` with sep=" "), keeping both parts."""
+        return cls(f"{setting}{sep}{problem}", setting=setting, problem=problem)
+
 
 def parse_host_port(value: str, default_host: str | None = None) -> tuple[str, int]:
     """`host:port`, `[v6::addr]:port`, or `:port` (with a default host)."""
@@ -700,11 +705,11 @@ class ProxyConfig:
             raise ConfigError("upstream: at least one --upstream HOST:PORT is required")
         ports = list(self.node_port.values())
         if len(set(ports)) != len(ports):
-            raise ConfigError("node_port: two broker ids share a port")
+            raise ConfigError.about("node_port", "two broker ids share a port")
         if self.listen[1] in ports:
-            raise ConfigError(f"node_port: port {self.listen[1]} is also the --listen port")
+            raise ConfigError.about("node_port", f"port {self.listen[1]} is also the --listen port")
         if self.broker_ports and self.broker_ports[0] <= self.listen[1] <= self.broker_ports[1]:
-            raise ConfigError("broker_ports: the range contains the --listen port")
+            raise ConfigError.about("broker_ports", "the range contains the --listen port")
         if self.workers > 1:
             self._validate_workers()
         for name in ("max_frame_bytes", "max_in_flight"):
@@ -757,7 +762,7 @@ class ProxyConfig:
             try:
                 parse_super_users(principal)
             except ValueError as exc:
-                raise ConfigError(f"super_user: {exc}") from None
+                raise ConfigError.about("super_user", str(exc)) from None
         if (
             self.acl_file is not None
             and not self.acl_file_missing_ok
@@ -799,34 +804,42 @@ class ProxyConfig:
     def _validate_security(self) -> None:
         protocol = self.listener_security_protocol
         if protocol in ("SSL", "SASL_SSL") and not (self.ssl_certfile and self.ssl_keyfile):
-            raise ConfigError(
-                f"listener_security_protocol {protocol} needs --ssl-certfile and --ssl-keyfile"
+            raise ConfigError.about(
+                "listener_security_protocol",
+                f"{protocol} needs --ssl-certfile and --ssl-keyfile",
+                " ",
             )
         if self.ssl_client_auth != "none" and not self.ssl_cafile:
-            raise ConfigError(
-                f"ssl_client_auth {self.ssl_client_auth} needs --ssl-cafile (the CAs of client certificates)"
+            raise ConfigError.about(
+                "ssl_client_auth",
+                f"{self.ssl_client_auth} needs --ssl-cafile (the CAs of client certificates)",
+                " ",
             )
         if protocol.startswith("SASL"):
             from aclgate.protocol.identity.sasl import SUPPORTED_MECHANISMS
 
             mechanisms = self.sasl_mechanism_list
             if not mechanisms:
-                raise ConfigError(
-                    "sasl_mechanisms: at least one mechanism is needed on a SASL listener"
+                raise ConfigError.about(
+                    "sasl_mechanisms", "at least one mechanism is needed on a SASL listener"
                 )
             for m in mechanisms:
                 if m not in SUPPORTED_MECHANISMS:
-                    raise ConfigError(
-                        f"sasl_mechanisms: {m} is not one of {', '.join(SUPPORTED_MECHANISMS)}"
+                    raise ConfigError.about(
+                        "sasl_mechanisms", f"{m} is not one of {', '.join(SUPPORTED_MECHANISMS)}"
                     )
             if any(m != "OAUTHBEARER" for m in mechanisms) and not self.users_file:
-                raise ConfigError(
-                    "sasl_mechanisms PLAIN/SCRAM need --users-file (create it with `aclgate users add`)"
+                raise ConfigError.about(
+                    "sasl_mechanisms",
+                    "PLAIN/SCRAM need --users-file (create it with `aclgate users add`)",
+                    " ",
                 )
             if "OAUTHBEARER" in mechanisms:
                 self._validate_oauthbearer_keys()
         if self.proxy_protocol and not self.proxy_protocol_trusted:
-            raise ConfigError("proxy_protocol needs at least one --proxy-protocol-trusted CIDR")
+            raise ConfigError.about(
+                "proxy_protocol", "needs at least one --proxy-protocol-trusted CIDR", " "
+            )
         if (
             self.upstream_security_protocol.startswith("SASL")
             and self.upstream_sasl_mechanism == "OAUTHBEARER"
@@ -835,8 +848,11 @@ class ProxyConfig:
         elif self.upstream_security_protocol.startswith("SASL") and not (
             self.upstream_sasl_username and self.upstream_sasl_password_file
         ):
-            raise ConfigError(
-                "upstream_security_protocol SASL_* needs --upstream-sasl-username and --upstream-sasl-password-file"
+            raise ConfigError.about(
+                "upstream_security_protocol",
+                f"{self.upstream_security_protocol} needs --upstream-sasl-username and "
+                "--upstream-sasl-password-file",
+                " ",
             )
         for name in (
             "users_file",
@@ -924,11 +940,14 @@ class ProxyConfig:
         be one all of them compute the same, or clients would be sent to a port only one
         worker serves."""
         if self.listen[1] == 0:
-            raise ConfigError("workers: more than 1 worker needs a fixed --listen port, not 0")
+            raise ConfigError.about(
+                "workers", "more than 1 worker needs a fixed --listen port, not 0"
+            )
         if self.broker_ports is None and not self.node_port:
-            raise ConfigError(
-                "workers: more than 1 worker needs --broker-ports or --node-port (ephemeral "
-                "per-broker ports would differ between workers)"
+            raise ConfigError.about(
+                "workers",
+                "more than 1 worker needs --broker-ports or --node-port (ephemeral "
+                "per-broker ports would differ between workers)",
             )
 
 
@@ -1265,7 +1284,7 @@ def from_args(args: argparse.Namespace) -> ProxyConfig:
         given = getattr(args, f.name, None)
         if given is not None:
             origins[f.name] = ("flag", _flag(f))
-            written[f.name] = " ".join(map(str, given)) if isinstance(given, list) else given
+            written[f.name] = None if isinstance(given, list) else given  # repeated: the flag
             values[f.name] = _convert(f, given, origins[f.name])
     config = ProxyConfig(**values)
     config.origins = origins

@@ -92,6 +92,19 @@ def test_an_out_of_range_value_names_the_flag_or_the_key(toml):
     )
 
 
+def test_a_setting_that_needs_another_is_named_as_written(toml):
+    assert error(["--upstream", "k:1", "--listener-security-protocol", "SSL"]) == (
+        "--listener-security-protocol SSL: SSL needs --ssl-certfile and --ssl-keyfile"
+    )
+    assert error(["--config", toml('workers = "3"\nlisten = ":0"\n')]) == (
+        'aclgate.toml: workers = "3": more than 1 worker needs a fixed --listen port, not 0'
+    )
+    # a repeated flag is named without its values; the problem says which one
+    assert error(
+        ["--upstream", "k:1", "--super-user", "User:a", "--super-user", "nobody"]
+    ).startswith("--super-user: ")
+
+
 def test_without_from_args_the_message_uses_the_key():
     """ProxyConfig built in code (tests, the demo) has no flags: the key names it."""
     with pytest.raises(ConfigError, match=r"^ssl_certfile: /nonexistent.crt does not exist$"):
