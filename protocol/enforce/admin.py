@@ -16,7 +16,6 @@ from aclgate.protocol.codec import encode_entity
 from aclgate.protocol.enforce.base import (
     ApiHandler,
     KioBody,
-    answer,
     error_body,
     forward,
     merged_response,
@@ -247,24 +246,19 @@ class DeleteTopicsHandler(ApiHandler):
             n: (cluster and not _protected(ctx, (n,))) or ctx.check(header, DELETE, TOPIC, n)
             for n in checked
         }
-        errors_list = list(invalid)
-        kept_names: set[str] = set()
-        for name in names:
-            if described[name] and deletable[name]:
-                kept_names.add(name)
-            else:
-                errors_list.append(self._result(mod, name, None))
+        kept_names = {name for name in names if described[name] and deletable[name]}
+        refused = [name for name in names if name not in kept_names]
+        by_id: list[KioBody] = []
         kept_ids: set[uuid.UUID] = set()
         for topic_id in ids:
             id_name = id_names.get(topic_id)
             if id_name is None:
-                errors_list.append(self._result(mod, None, topic_id, ErrorCode.unknown_topic_id))
+                by_id.append(self._result(mod, None, topic_id, ErrorCode.unknown_topic_id))
             elif described[id_name] and deletable[id_name]:
                 kept_ids.add(topic_id)
             else:
                 shown = id_name if described[id_name] else None
-                errors_list.append(self._result(mod, shown, topic_id))
-        errors = tuple(errors_list)
+                by_id.append(self._result(mod, shown, topic_id))
         if header.api_version < 6:
             replace = {"topic_names": tuple(n for n in entries if n in kept_names)}
         else:
@@ -276,12 +270,25 @@ class DeleteTopicsHandler(ApiHandler):
                     or (t.name is None and t.topic_id in kept_ids)
                 )
             }
-        if not errors:
+        if not (invalid or refused or by_id):
             forward(session, header, frame)
             return
         if not next(iter(replace.values())):
-            answer(session, header, error_body(header, request, ErrorCode.none, responses=errors))
+            # the refused names' results rendered as bytes from one (issue 20)
+            marked = self._result(mod, NAME_MARK, None)
+            template = NamedEntry(marked)
+            items = [
+                *map(encode_entity, invalid),
+                *(template.render(n) for n in refused),
+                *map(encode_entity, by_id),
+            ]
+            one = error_body(header, request, ErrorCode.none, responses=(marked,))
+            session.respond(
+                header,
+                spliced_answer(header.correlation_id, one, marked, len(items), b"".join(items)),
+            )
             return
+        errors = (*invalid, *(self._result(mod, n, None) for n in refused), *by_id)
         stripped = reencode_request(frame, header, dataclasses.replace(request, **replace))
         forward(
             session,

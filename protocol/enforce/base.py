@@ -482,21 +482,30 @@ class PerEntry(ApiHandler):
     ) -> tuple[KioBody, bytes] | None:
         """(one marked error entry, the encoded error entries of `denied`), rendered as
         bytes from one `NamedEntry` per shape (the entry's fields but its name): the bytes kio
-        would encode, some 20 times faster (issue 20). None: entries without a plain name."""
+        would encode, some 20 times faster (issue 20). None: entries named by id.
+        Plain names (DeleteGroups' `entry_key`) are entries of one shape."""
         shapes: dict[tuple[Any, ...], NamedEntry] = {}
         items: list[bytes] = []
         code = DENIED_CODE[self.resource_type]
         marked: KioBody | None = None
         for entry in denied:
             name = self.name(entry)
-            fields = _name_field(entry, name)
-            if name is None or fields is None:
-                return None  # plain names (DeleteGroups), or entries named by id
-            field, others = fields
-            shape = tuple([getattr(entry, f) for f in others])
+            if name is None:
+                return None  # entries named by id
+            if self.entry_key is not None and isinstance(entry, str):
+                shape: tuple[Any, ...] = ()
+                mark: KioBody = NAME_MARK
+            else:
+                fields = _name_field(entry, name)
+                if fields is None:
+                    return None
+                field, others = fields
+                shape = tuple([getattr(entry, f) for f in others])
+                mark = None
             template = shapes.get(shape)
             if template is None:
-                mark = dataclasses.replace(entry, **{field: NAME_MARK})
+                if mark is None:
+                    mark = dataclasses.replace(entry, **{field: NAME_MARK})
                 marked = self.error_entry(header, mark, code)
                 template = shapes[shape] = NamedEntry(marked)
             items.append(template.render(name))

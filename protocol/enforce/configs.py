@@ -34,8 +34,9 @@ from aclgate.protocol.enforce.base import (
     forward,
     merged_response,
     reencode_request,
+    spliced_answer,
 )
-from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.messages import DEFAULT_MESSAGES
 from aclgate.protocol.framing import Frame
@@ -213,7 +214,7 @@ class DescribeConfigsHandler(ApiHandler):
     ) -> None:
         mod = response_module(header.api_key, header.api_version)
         allowed: list[ConfigResource] = []
-        errors: list[KioBody] = []
+        denied: list[tuple[ConfigResource, ErrorCode]] = []
         for resource in request.resources:
             target = config_target(resource.resource_type, resource.resource_name)
             if target is None:  # Kafka throws InvalidRequestException: the whole request fails
@@ -225,12 +226,11 @@ class DescribeConfigsHandler(ApiHandler):
             if ctx.check(header, DESCRIBE_CONFIGS, *target):
                 allowed.append(resource)
             else:
-                errors.append(_describe_error(mod, resource, DENIED_CODE[target[0]]))
-        if errors and not allowed:
-            answer(
-                session, header, error_body(header, request, ErrorCode.none, results=tuple(errors))
-            )
+                denied.append((resource, DENIED_CODE[target[0]]))
+        if denied and not allowed:
+            session.respond(header, _all_denied(header, request, mod, denied))
             return
+        errors = [_describe_error(mod, resource, code) for resource, code in denied]
         redact = any(r.resource_type == BROKER_CONFIG for r in allowed)
         body: Frame = frame
         if errors:
@@ -247,6 +247,30 @@ class DescribeConfigsHandler(ApiHandler):
         mod = response_module(header.api_key, header.api_version)
         results = tuple(_describe_error(mod, r, INVALID) for r in request.resources)
         return error_body(header, request, ErrorCode.none, results=results)
+
+
+def _all_denied(
+    header: RequestHeader,
+    request: DescribeConfigsRequest,
+    mod: ModuleType,
+    denied: Sequence[tuple[ConfigResource, ErrorCode]],
+) -> bytes:
+    """The answer to a request whose every resource is denied, its results rendered as bytes
+    from one per resource type and code (`NamedEntry`), not built one by one (issue 20)."""
+    templates: dict[tuple[int, ErrorCode], tuple[KioBody, NamedEntry]] = {}
+    items: list[bytes] = []
+    for resource, code in denied:
+        key = (resource.resource_type, code)
+        found = templates.get(key)
+        if found is None:
+            body: KioBody = resource  # a kio entity
+            mark = dataclasses.replace(body, resource_name=NAME_MARK)
+            marked = _describe_error(mod, mark, code)
+            found = templates[key] = (marked, NamedEntry(marked))
+        items.append(found[1].render(resource.resource_name))
+    marked = next(iter(templates.values()))[0]
+    one = error_body(header, request, ErrorCode.none, results=(marked,))
+    return spliced_answer(header.correlation_id, one, marked, len(items), b"".join(items))
 
 
 def _describe_error(mod: ModuleType, resource: ConfigResource, code: ErrorCode) -> KioBody:

@@ -22,9 +22,10 @@ from aclgate.protocol.enforce.base import (
     forward_if_cluster,
     merged_response,
     reencode_request,
+    spliced_answer,
     then_addresses,
 )
-from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.data import topic_names
 from aclgate.protocol.enforce.regexsub import (
@@ -249,19 +250,11 @@ class OffsetFetchHandler(ApiHandler):
     ) -> None:
         mod = response_module(header.api_key, header.api_version)
         kept_groups: list[OffsetFetchGroup] = []
-        group_errors: list[KioBody] = []
+        denied_groups: list[str] = []
         topic_errors: dict[str, tuple[KioBody, ...]] = {}
         for group in request.groups:
             if not ctx.check(header, DESCRIBE, GROUP, group.group_id):
-                group_errors.append(
-                    build(
-                        mod.OffsetFetchResponseGroup,
-                        GROUP_DENIED,
-                        None,
-                        None,
-                        {"group_id": group.group_id, "topics": ()},
-                    )
-                )
+                denied_groups.append(group.group_id)
                 continue
             if group.topics is None:
                 kept_groups.append(group)
@@ -272,16 +265,20 @@ class OffsetFetchHandler(ApiHandler):
                 topic_errors[group.group_id] = self._topic_errors(mod, denied, TOPIC_DENIED)
             kept_groups.append(dataclasses.replace(group, topics=tuple(allowed)))
         filtering = any(g.topics is None for g in kept_groups)
-        if not group_errors and not topic_errors and not filtering:
+        if not denied_groups and not topic_errors and not filtering:
             forward(session, header, frame)
             return
-        if not kept_groups:
-            answer(
-                session,
+        if not kept_groups:  # every group denied: their results rendered as bytes (issue 20)
+            marked = self._group_error(mod, NAME_MARK)
+            template = NamedEntry(marked)
+            items = b"".join([template.render(g) for g in denied_groups])
+            one = error_body(header, request, ErrorCode.none, groups=(marked,))
+            session.respond(
                 header,
-                error_body(header, request, ErrorCode.none, groups=tuple(group_errors)),
+                spliced_answer(header.correlation_id, one, marked, len(denied_groups), items),
             )
             return
+        group_errors = [self._group_error(mod, g) for g in denied_groups]
         stripped = reencode_request(
             frame, header, dataclasses.replace(request, groups=tuple(kept_groups))
         )
@@ -290,6 +287,16 @@ class OffsetFetchHandler(ApiHandler):
             header,
             stripped,
             WithState(_merge_offset_fetch_batched, (tuple(group_errors), topic_errors)),
+        )
+
+    @staticmethod
+    def _group_error(mod: ModuleType, group_id: str) -> KioBody:
+        return build(
+            mod.OffsetFetchResponseGroup,
+            GROUP_DENIED,
+            None,
+            None,
+            {"group_id": group_id, "topics": ()},
         )
 
     @staticmethod

@@ -27,6 +27,8 @@ from typing import Any
 
 from aclgate.protocol.codec import decode_request
 from aclgate.protocol.enforce.base import HeaderCheck
+from aclgate.protocol.enforce.groupfirst import GroupFirst
+from aclgate.protocol.enforce.peek import peek_first_string
 from aclgate.protocol.enforce.table import TABLE
 from aclgate.protocol.header import parse_request_header
 from aclgate.proxy.ops.ratelimit import LIMITED_LEVEL
@@ -58,16 +60,32 @@ DECIDED_ON_HEADER = frozenset(
 )
 
 
+#: APIs decided on their group id, read in place (`GroupFirst`): a denied one is answered
+#: without the rest of its body being read, parsable or not (docs/design.md)
+GROUP_FIRST = frozenset(int(k) for k, row in TABLE.items() if isinstance(row.handler, GroupFirst))
+
+
+def answered_unread(frame: bytes, p: Parsed, allowed: set[str] | None) -> bool:
+    """A GroupFirst request whose body kio refuses but whose group id reads and is denied
+    to a target with ACLs (`allowed`): answered 30, the connection going on."""
+    if allowed is None or p.api_key not in GROUP_FIRST or not (p.error or "").startswith("body:"):
+        return False
+    group = peek_first_string(frame, parse_request_header(frame))
+    return group is not None and group not in allowed
+
+
 def stop_index(
     parsed: Sequence[Parsed],
     advertised: Mapping[int, tuple[int, int]],
     cluster_denied: bool = False,
+    unread: Sequence[bool] = (),
 ) -> int:
     """Index of the first frame the proxy must close the connection on; frames from there on
     can never be forwarded. An ApiVersions newer than the proxy parses is answered
     UNSUPPORTED_VERSION and the connection goes on (KIP-511); with `cluster_denied` (the
     target's principal has no right on the cluster), so is a DECIDED_ON_HEADER request
-    whose body does not parse, answered CLUSTER_AUTHORIZATION_FAILED unread."""
+    whose body does not parse, answered CLUSTER_AUTHORIZATION_FAILED unread; so is a frame
+    `unread[i]` marks (`answered_unread`)."""
     for i, p in enumerate(parsed):
         if p.error is None:
             low, high = advertised.get(p.api_key, (1, 0))
@@ -75,7 +93,9 @@ def stop_index(
                 continue
         elif p.api_key == API_VERSIONS and p.error.startswith("unsupported api_key=18"):
             continue
-        elif cluster_denied and p.api_key in DECIDED_ON_HEADER and p.error.startswith("body:"):
+        elif (
+            cluster_denied and p.api_key in DECIDED_ON_HEADER and p.error.startswith("body:")
+        ) or (i < len(unread) and unread[i]):
             low, high = advertised.get(p.api_key, (1, 0))
             if low <= (p.api_version or 0) <= high:
                 continue
@@ -165,7 +185,9 @@ def check_upstream(
         parsed = [parse(f) for f in raw]
         target = outcome.case.target
         # the targets with ACLs grant nothing on the cluster (tests/fuzz/test_tcp_fuzz.py)
-        stop = stop_index(parsed, advertised[target], target in (allowed_names or {}))
+        allowed = (allowed_names or {}).get(target)
+        unread = [answered_unread(f, p, allowed) for f, p in zip(raw, parsed, strict=True)]
+        stop = stop_index(parsed, advertised[target], target in (allowed_names or {}), unread)
         for i, (frame, p) in enumerate(zip(raw, parsed, strict=True)):
             if p.api_key is not None:
                 registry[p.ids].append(Sent(outcome, i, frame, stop))
