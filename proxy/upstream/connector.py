@@ -210,7 +210,14 @@ class ControlClient:
             self._stream = stream
             if stream.session_lifetime_ms:  # renew early, as Kafka's clients do (85-95%)
                 self._renew_at = time.monotonic() + stream.session_lifetime_ms * 0.85 / 1000
-            self.api_ranges = await self._api_versions()
+            try:
+                self.api_ranges = await self._api_versions()
+            except (OSError, EOFError) as exc:
+                # something listens there but is no Kafka broker (it closed on ApiVersions, or
+                # answered something else): unreachable as a cluster, not a crash of the proxy
+                self._drop()
+                errors.append(f"{host}:{port}: no Kafka answer to ApiVersions: {exc!r}")
+                continue
             return stream
         raise UpstreamUnavailable("no upstream bootstrap server reachable: " + "; ".join(errors))
 

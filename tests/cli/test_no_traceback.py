@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import types
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ import pytest
 from aclgate.proxy import cli
 from aclgate.proxy.cli.errors import CLOSED_PIPE_STATUS
 from tests.authz.cli import ACLGATE
+from tests.fixtures.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -207,6 +209,38 @@ def test_acls_list_by_a_principal_without_describe_on_the_cluster(
     for action in (["--list"], ["--add", "--allow-principal", "User:x", "--topic", "t"]):
         result = _aclgate(["acls", "--bootstrap-server", proxy.bootstrap, *action], work)
         assert_one_clear_line(result, "CLUSTER_AUTHORIZATION_FAILED (31)")
+
+
+def test_serve_with_an_upstream_that_is_no_kafka_broker(proxy_process: Any) -> None:
+    """--upstream naming a port where something else listens (it closes on ApiVersions): the
+    cluster is unreachable, said in one line. Before: a traceback ending in
+    IncompleteReadError, and the proxy exited."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        stop = threading.Event()
+
+        def close_each() -> None:
+            other.settimeout(0.1)
+            while not stop.is_set():
+                try:
+                    other.accept()[0].close()
+                except TimeoutError:
+                    pass
+
+        closer = threading.Thread(target=close_each, daemon=True)
+        closer.start()
+        try:
+            upstream = f"127.0.0.1:{other.getsockname()[1]}"
+            proxy = proxy_process("--upstream", upstream, "--listen", "127.0.0.1:0")
+            wait_until(lambda: "upstream cluster not reachable" in proxy.log, timeout=30,
+                       what="the unreachable line")  # fmt: skip
+            assert proxy.proc.poll() is None, proxy.log
+        finally:
+            stop.set()
+            closer.join(5)
+    assert "Traceback" not in proxy.log
+    assert "no Kafka answer to ApiVersions" in proxy.log
 
 
 def _read_one_line_then_close(args: list[str], cwd: Path) -> tuple[int, str]:
