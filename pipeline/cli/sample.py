@@ -13,6 +13,8 @@ import argparse
 import sys
 import time
 
+from aclgate.pipeline.cli.common import _time
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=int, required=True, metavar="N", help="lines to write")
@@ -25,7 +27,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--files", type=int, default=4, metavar="K", help="parts in a directory")
     parser.add_argument("--gzip", action="store_true", help="gzip the parts")
     parser.add_argument(
-        "--start", default="2026-11-20T00:00:00Z", metavar="TS", help="first event time (UTC)"
+        "--start",
+        type=_time,  # a bad time is a usage error, not a traceback
+        default="2026-11-20T00:00:00Z",
+        metavar="TS",
+        help="first event time (UTC)",
     )
     parser.add_argument("--hours", type=float, default=24.0, help="time span of the log")
     parser.add_argument("--seed", type=int, default=7)
@@ -42,13 +48,13 @@ def run(args: argparse.Namespace) -> int:
     from aclgate.authz.aclfile import dump_acl_file
     from aclgate.authz.model import AclBinding
     from aclgate.pipeline.sample import SampleSpec, policy_files, write_sample
-    from aclgate.pipeline.timeutil import parse_user_time, to_micros
+    from aclgate.pipeline.timeutil import to_micros
 
     if args.events < 0 or args.files < 1:
         print("aclgate audit-sample: --events must be >= 0 and --files >= 1", file=sys.stderr)
         return 2
     started = time.monotonic()
-    spec = SampleSpec(args.events, to_micros(parse_user_time(args.start)), args.hours, args.seed)
+    spec = SampleSpec(args.events, to_micros(args.start), args.hours, args.seed)
     paths = write_sample(spec, args.out, args.files, args.gzip, args.jobs)
     current, candidate = policy_files()
     for target, entries in ((args.acls_out, current), (args.candidate_out, candidate)):

@@ -138,6 +138,8 @@ CASES: list[tuple[list[str], str]] = [
     (["whatif", "--candidates", "x"], "unrecognized option --candidates"),
     (["stream", "--kafka-bootstrp", "x:1"], "did you mean --kafka-bootstrap?"),
     (["audit-sample", "--events", "many", "--out", "x"], "invalid int value: 'many'"),
+    (["audit-sample", "--events", "1", "--out", "x", "--start", "soon"],
+     "not an ISO-8601 time: 'soon'"),
     # shell completion
     (["completion", "fish"], "invalid choice: 'fish'"),
     (["completion", "bash", "--shel", "x"], "unrecognized option --shel"),
