@@ -737,20 +737,18 @@ def _answered_at_limit(
     return checked
 
 
-#: PER_ENTRY inputs still past the budget at their limit (in-process CPU is 31-53 ms at
-#: 256 KiB; through `aclgate serve` each distinct denied name costs more: its audit record
-#: and line, as Metadata's at its limit): measured at load 13-14 on 2 cores
+#: PER_ENTRY inputs still past the budget at their limit (in process, CPU: OffsetFetch 255
+#: ms at 1 MiB, DeleteGroups 40 ms at 256 KiB; through `aclgate serve` each distinct denied
+#: name costs more, its audit record and line, as Metadata's at its limit). DeleteTopics
+#: (31 ms in process, 65 ms stall) and DescribeConfigs (53, 80 ms) are within the budget at
+#: load 4-5, not on a machine loaded 13-14 (180-310 ms, as metadata_at_limit's 165 ms there)
 PER_ENTRY_OVER = {
-    "delete_topics": "DeleteTopics v6, 9,361 denied topics (256 KiB, two checks each): "
-    "31 ms of CPU in process (was 508 at 1 MiB); 228-309 ms stalls through serve",
-    "describe_configs": "DescribeConfigs v4, 18,722 denied topics (256 KiB): 53 ms of CPU in "
-    "process (was 991 at 1 MiB); 178-187 ms stalls through serve",
     "offset_fetch": "OffsetFetch v9, 58,252 denied groups at its 1 MiB limit: 255 ms of CPU "
-    "(was 628), decoding and one authorization per group; 2.4 s stalls through serve; kept "
-    "at 1 MiB for monitoring tools that batch thousands of groups with their partitions",
+    "(was 628), decoding and one authorization per group; 249 ms stall at load 4-5; kept at "
+    "1 MiB for monitoring tools that batch thousands of groups with their partitions",
     "delete_groups": "DeleteGroups v2, 23,829 denied groups (256 KiB): 40 ms of CPU in "
-    "process (was 903 at 1 MiB), 0.9-1.6 s stalls through serve: not explained yet (the "
-    "serve path's per-denial cost, audit included, is the suspect)",
+    "process (was 903 at 1 MiB) but 243 ms stall through serve at load 4-5 (0.9-1.6 s at "
+    "13-14): the serve path's per-denial cost, audit included, not yet explained",
 }
 
 
