@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import errno
 import logging
-import os
-import re
 import signal
 import sys
 
 from aclgate.authz.aclfile import AclFileError
 from aclgate.proxy.aclstore.backend import AclStoreError
-from aclgate.proxy.config import ConfigError, ProxyConfig, add_arguments, from_args, name_setting
+from aclgate.proxy.config import ConfigError, add_arguments, bind_error, from_args
 from aclgate.proxy.ops.logs import configure_logging
 from aclgate.proxy.process.gctune import tune_gc
 
@@ -44,39 +41,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "%(prog)s [--config FILE] [--upstream HOST:PORT ...] [--listen HOST:PORT] [OPTIONS]"
     )
     add_arguments(parser)
-
-
-def bind_error(config: ProxyConfig, exc: OSError) -> str:
-    """A port that cannot be bound, named by the setting that asked for it, the way the user
-    wrote it (`--listen 127.0.0.1:29404: address already in use`); other errors as they are."""
-    listener = re.search(r"\('?([^',]*)'?, (\d+)", str(exc))  # asyncio/uvloop: (host, port)
-    fixed = re.search(r"cannot bind port (\d+) for broker", str(exc))  # a --node-port's
-    if listener and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
-        host, port = listener.group(1), int(listener.group(2))
-        problem = os.strerror(exc.errno).lower()
-    elif fixed:
-        host, port = config.listen[0], int(fixed.group(1))
-        problem = "cannot bind it (in use, or not allowed)"
-    else:
-        return str(exc)
-    address = f"{host}:{port}"
-    candidates: list[tuple[str, str]] = []
-    if config.listen[1] == port:
-        candidates.append(("listen", address))
-    if config.metrics_listen and config.metrics_listen[1] == port:
-        candidates.append(("metrics_listen", address))
-    candidates += [
-        ("node_port", f"{node}={port}") for node, p in config.node_port.items() if p == port
-    ]
-    if config.broker_ports and config.broker_ports[0] <= port <= config.broker_ports[1]:
-        first, last = config.broker_ports
-        candidates.append(("broker_ports", f"{first}-{last}"))
-    if not candidates:
-        return f"{address}: {problem}"
-    name, shown = candidates[0]
-    if name == "broker_ports":  # the range names many ports: say which one
-        problem = f"port {port}: {problem}"
-    return f"{name_setting(config.origins.get(name), name, shown)}: {problem}"
 
 
 async def _serve(server) -> None:

@@ -28,7 +28,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from aclgate.protocol.enforce.cursor import KEY_SIZE
 from aclgate.proxy.aclstore.kafka.client import transactional_id
-from aclgate.proxy.config import ProxyConfig
+from aclgate.proxy.config import ProxyConfig, bind_error
 from aclgate.proxy.ops.http import HealthServer
 from aclgate.proxy.ops.metricsmerge import MetricsMerger, parse
 from aclgate.proxy.process.worker import Assignment, encode_assignment
@@ -174,8 +174,9 @@ class Supervisor:
                 with socket.socket(family, socket.SOCK_STREAM) as probe:
                     probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     probe.bind((host, port))
-            except OSError as exc:
-                return f"port {port} on {host} is in use ({exc.strerror or exc})"
+            except OSError as exc:  # named by the setting that asked for it, as serve does
+                where = OSError(exc.errno, f"cannot bind on address ('{host}', {port})")
+                return bind_error(self.config, where)
         return None
 
     async def _spawn(self, slot: WorkerSlot) -> None:

@@ -139,6 +139,22 @@ def test_a_port_in_use_names_the_flag(tmp_path, taken_port):
     assert "Traceback" not in out.stderr and "Errno" not in out.stderr
 
 
+def test_a_port_in_use_names_the_flag_with_workers(tmp_path, taken_port):
+    """With --workers the supervisor checks the ports before it starts any worker."""
+    args = [
+        "--listen",
+        f"127.0.0.1:{taken_port}",
+        "--workers",
+        "2",
+        "--broker-ports",
+        "29990-29999",
+    ]
+    out = serve_stderr(args, tmp_path)
+    assert out.returncode == 1
+    assert f"cannot start: --listen 127.0.0.1:{taken_port}: address already in use" in out.stderr
+    assert "Traceback" not in out.stderr and "Errno" not in out.stderr
+
+
 def test_a_port_in_use_from_toml_names_the_key(tmp_path, taken_port):
     (tmp_path / "aclgate.toml").write_text(f'metrics_listen = "127.0.0.1:{taken_port}"\n')
     out = serve_stderr(["--config", "aclgate.toml", "--listen", "127.0.0.1:0"], tmp_path)
