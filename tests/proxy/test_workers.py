@@ -145,7 +145,9 @@ def test_two_workers_serve_the_same_ports_with_one_metrics_and_readiness(
         timeout=60,
     )
     assert second.returncode == 1
-    assert f"cannot start: port {proxy.bootstrap_port} on 127.0.0.1 is in use" in second.stderr
+    assert (
+        f"cannot start: --listen 127.0.0.1:{proxy.bootstrap_port}: address already in use"
+    ) in second.stderr
 
     # a real client round trip through the shared bootstrap and broker ports
     clients.confluent_roundtrip(proxy.bootstrap, "w-round", "w-group", {ports[TANSU_NODE]})
