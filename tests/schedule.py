@@ -35,6 +35,8 @@ SECONDS = {
     "tests/aclstore/test_kafka_store_faults.py": 44,
     "tests/pipeline/test_stream.py": 42,
     "tests/stall/test_loop_stall.py": 45,
+    "tests/cli/test_no_traceback.py": 60,  # kafka-python's 30 s bootstrap timeout, in parallel
+    "tests/proxy/test_log_flood_serve.py": 14,
     "tests/proxy/test_clients.py": 40,
     "tests/bench/test_instruction_guard.py": 37,  # measured alone 2026-11-29, load 6
     "tests/kafka/test_regex_subscription.py": 40,
