@@ -30,6 +30,7 @@ from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.data import topic_names
 from aclgate.protocol.enforce.regexsub import (
     REGEX_TOPICS_MAX_AGE,
+    Heartbeat,
     InvalidRegex,
     RegexMember,
     RegexMembers,
@@ -68,19 +69,6 @@ class OffsetFetchTopic(PartitionIndexes, Protocol):
 
     @property
     def name(self) -> str: ...
-
-
-class ConsumerGroupHeartbeatRequest(Protocol):
-    """What the handler reads of a ConsumerGroupHeartbeat request, every version."""
-
-    @property
-    def group_id(self) -> str: ...
-    @property
-    def member_id(self) -> str: ...
-    @property
-    def member_epoch(self) -> int: ...
-    @property
-    def subscribed_topic_names(self) -> Sequence[str] | None: ...
 
 
 class ConsumerGroupMember(Protocol):
@@ -662,7 +650,7 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: ConsumerGroupHeartbeatRequest,
+        request: Heartbeat,
     ) -> None:
         if not ctx.check(header, READ, GROUP, request.group_id):
             answer(session, header, error_body(header, request, GROUP_DENIED))
@@ -696,7 +684,7 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: ConsumerGroupHeartbeatRequest,
+        request: Heartbeat,
         member: RegexMember,
         topics: TopicNames | None,
     ) -> None:

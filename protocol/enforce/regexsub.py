@@ -216,7 +216,8 @@ REGEX_TOPICS_MAX_AGE = 5.0
 
 
 class Heartbeat(Protocol):
-    """What a ConsumerGroupHeartbeat request tells of its member's subscription."""
+    """What a ConsumerGroupHeartbeat request (every version) tells of its member and its
+    subscription: what ConsumerGroupHeartbeatHandler and the regex steps read."""
 
     @property
     def group_id(self) -> str: ...
