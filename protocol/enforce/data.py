@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32, i32Timedelta
+from kio.static.primitive import i16, i32, i32Timedelta
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.codec import decode_request, encode_response
@@ -268,8 +268,11 @@ class ProduceHandler(ApiHandler):
             return
         if acks == 0:
             if allowed:
-                stripped = dataclasses.replace(request, topic_data=tuple(allowed))
-                session.forward_without_response(reencode_request(frame, header, stripped))
+                # Kafka appends the allowed part, then closes: the client sees the close once
+                # the records are in the log. So the allowed part goes with acks=1, and the
+                # close comes after the broker's answer, which the client never sees.
+                stripped = dataclasses.replace(request, topic_data=tuple(allowed), acks=i16(1))
+                forward(session, header, reencode_request(frame, header, stripped), _unanswered)
             session.close_after_flush("produce with acks=0 had unauthorized topics (Kafka closes)")
             return
         errors = self._errors(header, denied, ErrorCode.topic_authorization_failed)
@@ -290,6 +293,11 @@ class ProduceHandler(ApiHandler):
     ) -> tuple[KioBody, ...]:
         cls = response_module(header.api_key, header.api_version).TopicProduceResponse
         return tuple(build(cls, code, e, self.aliases) for e in entries)
+
+
+def _unanswered(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
+    """The broker's answer to a request the client sent with acks=0: not for the client."""
+    return b""
 
 
 # ------------------------------------------------------------------------------------ Fetch

@@ -29,10 +29,11 @@ from aclgate.protocol.enforce.peek import peek_metadata, peek_produce
 from aclgate.protocol.enforce.table import advertised_versions, handlers
 from aclgate.protocol.header import parse_request_header
 from aclgate.protocol.session import ProxySession, SessionConfig
-from aclgate.protocol.versions import request_class, request_module
+from aclgate.protocol.versions import request_class, request_module, response_class
 from aclgate.proxy.audit.decisions import DecisionRecorder
 from aclgate.proxy.audit.log import AuditLog
 from bench.latency import encode_request
+from tests.protocol.test_session import split_frames
 
 TOPIC_ID = uuid.UUID(int=0x1234)
 ALLOW_ORDERS = {
@@ -437,3 +438,38 @@ def test_metadata_fast_path_answers_counts_and_audits_as_the_full_path(
     _client, _upstream, closed, counts, events = fast
     assert closed is None and sum(counts.values()) == 2 * len(set(topics))
     assert sum(e["count"] for e in events) == 2 * len(set(topics))
+
+
+def test_acks0_with_a_denied_topic_closes_once_the_allowed_part_is_in_the_log():
+    """Kafka appends the allowed part of an acks=0 Produce with a denied topic, then closes:
+    what the client sends after it sees the close comes later in the log. aclgate sends the
+    allowed part with acks=1 and closes only on the broker's answer (never relayed): closed at
+    once, a client's next connection could overtake it (the equivalence harness saw it)."""
+    authorizer = Authorizer()
+    authorizer.load([AclBinding.from_dict(ALLOW_ORDERS)])
+    session, io = make(Policy(authorizer=authorizer))
+    two = request_class(0, 9)(
+        transactional_id=None,
+        acks=i16(0),
+        timeout=i32Timedelta.parse(timedelta(seconds=1)),
+        topic_data=tuple(
+            request_module(0, 9).TopicProduceData(
+                name=TopicName(t),
+                partition_data=(
+                    request_module(0, 9).PartitionProduceData(
+                        index=i32(0), records=_records(1, b"v")
+                    ),
+                ),
+            )
+            for t in ("orders", "secret")
+        ),
+    )
+    session.client_data(encode_request(5, two))
+    (sent,) = [
+        decode_request(f, parse_request_header(f)) for f in split_frames(b"".join(io.upstream))
+    ]
+    assert [t.name for t in sent.topic_data] == ["orders"] and sent.acks == 1
+    assert io.closed is None, "closed before the broker has the allowed part"
+    answer = response_class(0, 9)(responses=(), throttle_time=i32Timedelta.parse(timedelta(0)))
+    session.upstream_data(encode_response(5, answer))
+    assert io.closed is not None and b"".join(io.client) == b""
