@@ -198,7 +198,7 @@ class DecisionRecorder:
         self._turn = 0
         self._pending: deque[DecisionRecord] = deque()
         self._scheduled = False
-        #: exported by proxy.metrics.HotCounters
+        #: exported by proxy.ops.metrics.HotCounters
         self.counts = counts
         self.denial_log = denial_log or DenialLogLimiter()
         if isinstance(counts, DecisionCounts):  # so aclgate_denial_log_suppressed is exported

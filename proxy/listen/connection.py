@@ -244,7 +244,7 @@ class ClientConnection(asyncio.Protocol):
         self._shut()
 
     def check_timeouts(self, now: float, idle: float, setup: float, partial: float) -> None:
-        """Called by the server's sweep about every second (proxy.server)."""
+        """Called by the server's sweep about every second (proxy.listen.server)."""
         if self.closed or self.session is None:
             return
         if self.activity != self.seen_activity:

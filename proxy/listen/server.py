@@ -374,7 +374,7 @@ class ProxyServer:
 
     def _start_fd_budget(self) -> None:
         """Raise the open-files soft limit to the hard limit, then size the connection
-        budget from it and the descriptors already in use (proxy.fdlimit)."""
+        budget from it and the descriptors already in use (proxy.listen.fdlimit)."""
         before, limit = raise_open_files_limit()
         in_use = open_fd_count()
         self.fd_budget = connection_budget(limit, in_use)
@@ -623,7 +623,7 @@ class ProxyServer:
         self._pending_listeners.append(loop.create_task(serve()))
 
     def _accept_tls(self, sock: socket.socket, listener: str, node_id: int | None) -> None:
-        """TLS listeners accept their sockets themselves (proxy.tls.serve_tls): a failed or
+        """TLS listeners accept their sockets themselves (proxy.security.tls.serve_tls): a failed or
         stalled handshake is then counted and logged, where uvloop's TLS server drops it
         without a word."""
         from aclgate.proxy.security.tls import serve_tls

@@ -81,7 +81,7 @@ class DecisionCounts(dict):
 
     def __init__(self) -> None:
         super().__init__()
-        #: a proxy.decisions.DenialLogLimiter (its `suppressed` count), once one is registered
+        #: a proxy.audit.decisions.DenialLogLimiter (its `suppressed` count), once one is registered
         self.denial_log: Any = None
 
 

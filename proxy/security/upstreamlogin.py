@@ -81,7 +81,7 @@ class UpstreamSecurity:
 
     async def new_sasl_client(self) -> SaslClient | None:
         """A client for one login with the current credentials (None: no SASL upstream).
-        OAUTHBEARER may wait for a token; proxy.oauthtoken.TokenEndpointError (a
+        OAUTHBEARER may wait for a token; proxy.security.oauthtoken.TokenEndpointError (a
         ConnectionError, like an unreachable cluster) if there is none."""
         if not self.sasl:
             return None

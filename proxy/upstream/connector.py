@@ -102,7 +102,7 @@ async def sasl_exchange(roundtrip: Roundtrip, client: Any, mechanism: str) -> in
 
 class UpstreamConnector:
     """Opens connections to brokers: TCP, TLS if configured, then the proxy's own SASL login.
-    `security` is a proxy.upstreamsecurity.UpstreamSecurity: its TLS context and credentials
+    `security` is a proxy.security.upstreamlogin.UpstreamSecurity: its TLS context and credentials
     are asked for at each new connection (they follow their files)."""
 
     def __init__(self, timeout: float = 10.0, security: Any = None):
