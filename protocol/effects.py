@@ -114,6 +114,14 @@ class Sleep(Waits[None]):
 
 
 @dataclass(frozen=True, slots=True)
+class NextTurn(Waits[None]):
+    """Resume in a later turn of the event loop, once the work the decisions made so far
+    queued (their audit records) has caught up: a request naming tens of thousands of
+    resources is decided a slice at a time (protocol/enforce/slices.py), other clients'
+    requests served between two slices (issue 20)."""
+
+
+@dataclass(frozen=True, slots=True)
 class AwaitKeySet(Waits[None]):
     """Resume once the listener's OAUTHBEARER key set, being fetched again because a token
     names a key id it lacks (`reason`), has been fetched (or the fetch failed)."""
@@ -190,6 +198,7 @@ Wait = (
     | AskCluster[Any]
     | RunBlocking
     | Sleep
+    | NextTurn
     | AwaitKeySet
     | StoreAclChange
 )

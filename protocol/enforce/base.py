@@ -36,6 +36,7 @@ from aclgate.protocol.codec import (
 from aclgate.protocol.effects import LookUpTopicIds
 from aclgate.protocol.enforce.build import NAME_MARK, Aliases, NamedEntry, build
 from aclgate.protocol.enforce.context import AuthContext, NotReady
+from aclgate.protocol.enforce.slices import decide_names
 from aclgate.protocol.enforce.topics import ids_at, unknown_ids
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader
@@ -219,11 +220,11 @@ class ApiHandler:
         an authorizer that is ready."""
         unknown = unknown_ids(ctx.policy.topic_ids, self.topic_ids(session, request))
         if unknown:
-            session.wait(
-                LookUpTopicIds(unknown),
-                lambda found: self._handle(
-                    session, ctx.with_looked_up(unknown, found), header, frame, request
-                ),
+            look_up_then(
+                session,
+                ctx,
+                unknown,
+                lambda looked_up: self._handle(session, looked_up, header, frame, request),
             )
             return
         self._handle(session, ctx, header, frame, request)
@@ -240,6 +241,32 @@ class ApiHandler:
             self.handle(session, ctx, header, frame, request)
         except NotReady:
             refuse_not_ready(session)
+
+
+def look_up_then(
+    session: ProxySession,
+    ctx: AuthContext,
+    unknown: frozenset[uuid.UUID],
+    then: Callable[[AuthContext], None],
+) -> None:
+    """Ask the cluster for the names of the topic ids `unknown`; `then(ctx)` continues with
+    a context that knows what it found (ids still unknown are answered as unknown)."""
+    session.wait(LookUpTopicIds(unknown), lambda found: then(ctx.with_looked_up(unknown, found)))
+
+
+def _partition(
+    listed: list[KioBody], names: list[str | None], verdict: dict[str, bool]
+) -> tuple[list[KioBody], list[KioBody], list[KioBody]]:
+    """(allowed, denied, unknown-id) entries of `listed` by their names' verdicts."""
+    allowed: list[KioBody] = []
+    denied: list[KioBody] = []
+    unknown: list[KioBody] = []
+    for entry, name in zip(listed, names, strict=True):
+        if name is None:
+            unknown.append(entry)
+        else:
+            (allowed if verdict[name] else denied).append(entry)
+    return allowed, denied, unknown
 
 
 def refuse_not_ready(session: ProxySession) -> None:
@@ -368,8 +395,13 @@ class PerEntry(ApiHandler):
         ):
             forward(session, header, frame)
             return
-        allowed, denied, unknown = self.split(ctx, header, entries)
-        self.finish(session, header, frame, request, allowed, denied, unknown)
+        self.split_in_turns(
+            session,
+            ctx,
+            header,
+            entries,
+            lambda parts: self.finish(session, header, frame, request, *parts),
+        )
 
     def names(self, ctx: AuthContext, entries: Sequence[KioBody]) -> list[str | None]:
         """Resource names of the entries; topic ids are resolved (None = unknown id)."""
@@ -389,27 +421,62 @@ class PerEntry(ApiHandler):
     ) -> tuple[list[KioBody], list[KioBody], list[KioBody]]:
         """(allowed, denied, unknown-id) entries. Each distinct name is authorized once
         (refCount = its occurrences), as Kafka's filterByAuthorized does."""
-        listed = list(entries)
-        names = self.names(ctx, listed)
-        counts: dict[str, int] = {}
-        for name in names:
-            if name is not None:
-                counts[name] = counts.get(name, 0) + 1
+        listed, names, counts = self._named(ctx, entries)
         verdict = {
             name: ctx.check(
                 header, self.operation, self.resource_type, name, self.log_if_denied, count
             )
             for name, count in counts.items()
         }
-        allowed: list[KioBody] = []
-        denied: list[KioBody] = []
-        unknown: list[KioBody] = []
-        for entry, name in zip(listed, names, strict=True):
-            if name is None:
-                unknown.append(entry)
-            else:
-                (allowed if verdict[name] else denied).append(entry)
-        return allowed, denied, unknown
+        return _partition(listed, names, verdict)
+
+    def split_in_turns(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        entries: Iterable[KioBody],
+        then: Callable[[tuple[list[KioBody], list[KioBody], list[KioBody]]], None],
+    ) -> None:
+        """`split`, a slice of names per turn of the event loop past
+        protocol/enforce/slices.py's `DECISIONS_PER_TURN`; `then(parts)` once decided."""
+        listed, names, counts = self._named(ctx, entries)
+        self.decide_names(
+            session, ctx, header, counts, lambda verdict: then(_partition(listed, names, verdict))
+        )
+
+    def decide_names(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        counts: dict[str, int],
+        then: Callable[[dict[str, bool]], None],
+    ) -> None:
+        """`then({name: allowed})` for the distinct names `counts` (and their reference
+        counts), a slice per turn past protocol/enforce/slices.py's `DECISIONS_PER_TURN`."""
+        decide_names(
+            session,
+            ctx,
+            header,
+            self.operation,
+            self.resource_type,
+            counts,
+            self.log_if_denied,
+            then,
+        )
+
+    def _named(
+        self, ctx: AuthContext, entries: Iterable[KioBody]
+    ) -> tuple[list[KioBody], list[str | None], dict[str, int]]:
+        """(the entries, their names, each distinct name's occurrences)."""
+        listed = list(entries)
+        names = self.names(ctx, listed)
+        counts: dict[str, int] = {}
+        for name in names:
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
+        return listed, names, counts
 
     def error_entry(
         self, header: RequestHeader, entry: KioBody, code: ErrorCode | None = None

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
+from aclgate.protocol.codec import decode_request
 from aclgate.protocol.effects import ListTopicNames, TopicNames
 from aclgate.protocol.enforce.base import (
     DENIED_CODE,
@@ -20,14 +21,17 @@ from aclgate.protocol.enforce.base import (
     error_body,
     forward,
     forward_if_cluster,
+    look_up_then,
     merged_response,
     reencode_request,
+    refuse_not_ready,
     spliced_answer,
     then_addresses,
 )
 from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
-from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.enforce.context import AuthContext, NotReady
 from aclgate.protocol.enforce.data import topic_names
+from aclgate.protocol.enforce.peek import peek_offset_fetch_groups
 from aclgate.protocol.enforce.regexsub import (
     REGEX_TOPICS_MAX_AGE,
     Heartbeat,
@@ -40,10 +44,12 @@ from aclgate.protocol.enforce.regexsub import (
     unwrap,
     wrap,
 )
+from aclgate.protocol.enforce.slices import decide_each
+from aclgate.protocol.enforce.topics import unknown_ids
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
-from aclgate.protocol.versions import response_module
+from aclgate.protocol.versions import request_class, response_module
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 TOPIC, GROUP, TXN, CLUSTER = (
@@ -156,6 +162,18 @@ def _finish_with_rewrite(session: ProxySession, slot: Slot, body: KioBody) -> by
 # ------------------------------------------------------------------------------ OffsetFetch
 
 
+def _decide_groups(
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    group_ids: Sequence[str],
+    then: Callable[[list[bool]], None],
+) -> None:
+    """DESCRIBE on each group of an OffsetFetch v8+, in order, duplicates too (Kafka checks
+    each group of the request), a slice per turn past DECISIONS_PER_TURN."""
+    decide_each(session, ctx, header, DESCRIBE, GROUP, group_ids, True, then)
+
+
 class OffsetFetchHandler(ApiHandler):
     """DESCRIBE on the group, then on each topic. v8+ batches groups; the all-partitions form
     (topics = null) is answered by the broker and filtered silently."""
@@ -163,6 +181,57 @@ class OffsetFetchHandler(ApiHandler):
     topic_id_paths = (("groups", "topics"),)  # v10 names topics by id
 
     granularity = "per group, then per topic"
+
+    def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
+        """v8+: the group ids are read in place and decided first (a slice per turn), so a
+        request of 58,000 denied groups (1 MiB) is answered as bytes without decoding it
+        (issue 20); a request with an allowed group is decoded then, its groups not decided
+        again."""
+        groups = peek_offset_fetch_groups(frame, header)
+        if groups is None:
+            super().__call__(session, header, frame)
+            return
+        ctx = session.context
+        try:
+            _decide_groups(
+                session,
+                ctx,
+                header,
+                groups,
+                lambda verdicts: self._peeked(session, ctx, header, frame, groups, verdicts),
+            )
+        except NotReady:  # raised by the first check, before anything was recorded
+            refuse_not_ready(session)
+
+    def _peeked(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        groups: list[str],
+        verdicts: list[bool],
+    ) -> None:
+        if not any(verdicts):
+            mod = response_module(header.api_key, header.api_version)
+            empty = request_class(header.api_key, header.api_version)(
+                groups=(), require_stable=False
+            )
+            session.respond(header, self._all_groups_denied(mod, header, empty, groups))
+            return
+        request = decode_request(frame, header)
+        unknown = unknown_ids(ctx.policy.topic_ids, self.topic_ids(session, request))
+        if unknown:
+            look_up_then(
+                session,
+                ctx,
+                unknown,
+                lambda looked_up: self._groups_decided(
+                    session, looked_up, header, frame, request, verdicts
+                ),
+            )
+            return
+        self._groups_decided(session, ctx, header, frame, request, verdicts)
 
     def describe(self) -> str:
         return (
@@ -236,12 +305,29 @@ class OffsetFetchHandler(ApiHandler):
         frame: Frame,
         request: BatchedOffsetFetch,
     ) -> None:
+        _decide_groups(
+            session,
+            ctx,
+            header,
+            [group.group_id for group in request.groups],
+            lambda verdicts: self._groups_decided(session, ctx, header, frame, request, verdicts),
+        )
+
+    def _groups_decided(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: BatchedOffsetFetch,
+        verdicts: list[bool],
+    ) -> None:
         mod = response_module(header.api_key, header.api_version)
         kept_groups: list[OffsetFetchGroup] = []
         denied_groups: list[str] = []
         topic_errors: dict[str, tuple[KioBody, ...]] = {}
-        for group in request.groups:
-            if not ctx.check(header, DESCRIBE, GROUP, group.group_id):
+        for group, allowed_group in zip(request.groups, verdicts, strict=True):
+            if not allowed_group:
                 denied_groups.append(group.group_id)
                 continue
             if group.topics is None:
@@ -257,14 +343,7 @@ class OffsetFetchHandler(ApiHandler):
             forward(session, header, frame)
             return
         if not kept_groups:  # every group denied: their results rendered as bytes (issue 20)
-            marked = self._group_error(mod, NAME_MARK)
-            template = NamedEntry(marked)
-            items = b"".join([template.render(g) for g in denied_groups])
-            one = error_body(header, request, ErrorCode.none, groups=(marked,))
-            session.respond(
-                header,
-                spliced_answer(header.correlation_id, one, marked, len(denied_groups), items),
-            )
+            session.respond(header, self._all_groups_denied(mod, header, request, denied_groups))
             return
         group_errors = [self._group_error(mod, g) for g in denied_groups]
         stripped = reencode_request(
@@ -276,6 +355,21 @@ class OffsetFetchHandler(ApiHandler):
             stripped,
             WithState(_merge_offset_fetch_batched, (tuple(group_errors), topic_errors)),
         )
+
+    def _all_groups_denied(
+        self,
+        mod: ModuleType,
+        header: RequestHeader,
+        request: BatchedOffsetFetch,
+        denied_groups: Sequence[str],
+    ) -> bytes:
+        """The framed answer to a v8+ request whose groups are all denied, rendered as bytes
+        (one template, each group id written into it)."""
+        marked = self._group_error(mod, NAME_MARK)
+        template = NamedEntry(marked)
+        items = b"".join([template.render(g) for g in denied_groups])
+        one = error_body(header, request, ErrorCode.none, groups=(marked,))
+        return spliced_answer(header.correlation_id, one, marked, len(denied_groups), items)
 
     @staticmethod
     def _group_error(mod: ModuleType, group_id: str) -> KioBody:

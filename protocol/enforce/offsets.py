@@ -37,12 +37,24 @@ class ListOffsetsHandler(PerEntry):
         for name, _shape in topics:
             counts[name] = counts.get(name, 0) + 1
         try:
-            verdict = {
-                n: ctx.check(header, self.operation, self.resource_type, n, self.log_if_denied, c)
-                for n, c in counts.items()
-            }
+            self.decide_names(
+                session,
+                ctx,
+                header,
+                counts,
+                lambda verdict: self._decided(session, header, frame, topics, verdict),
+            )
         except NotReady:  # raised by the first check, before anything was recorded
             return super().__call__(session, header, frame)
+
+    def _decided(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        topics: list[tuple[str, bytes]],
+        verdict: dict[str, bool],
+    ) -> None:
         if not any(verdict.values()):
             session.respond(header, self._all_denied(header, topics))
             return

@@ -251,3 +251,80 @@ def peek_first_string(frame: Frame, header: RequestHeader) -> str | None:
         return str(frame[pos : pos + n], "utf-8")
     except (IndexError, ValueError, struct.error, SerialError):  # UnicodeDecodeError too
         return None
+
+
+def peek_offset_fetch_groups(frame: Frame, header: RequestHeader) -> list[str] | None:
+    """The group ids of an OffsetFetch v8+ request (groups batched), in order, read in place
+    with every field walked and checked as kio reads it (strings UTF-8, counts within the
+    frame); None for anything else (an empty group id, tagged fields, a cut-short request):
+    the full path reads that one."""
+    if header.api_version < 8:
+        return None
+    try:
+        return _offset_fetch_groups(frame, header.body_offset, header.api_version)
+    except (IndexError, ValueError, SerialError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _compact_string(frame: Frame, pos: int, nullable: bool) -> tuple[str | None, int]:
+    """(a compact string read in place, position after it); ValueError when cut short."""
+    n, pos = _uvarint(frame, pos)  # length + 1, 0 = null
+    if n == 0:
+        if not nullable:
+            raise ValueError("null string")
+        return None, pos
+    stop = pos + n - 1
+    if stop > len(frame):
+        raise ValueError("string past the end")
+    return str(frame[pos:stop], "utf-8"), stop
+
+
+def _offset_fetch_groups(frame: Frame, pos: int, v: int) -> list[str] | None:
+    count, pos = _uvarint(frame, pos)  # compact array: count + 1, 0 = null
+    if count <= 1:
+        return None
+    end = len(frame)
+    groups: list[str] = []
+    member = v >= 9
+    for _ in range(count - 1):
+        n = frame[pos]  # group id length + 1: one byte inline (ids under 127 bytes)
+        if n >= 0x80:
+            group_id, pos = _compact_string(frame, pos, False)
+        else:
+            stop = pos + n
+            if n <= 1 or stop > end:
+                return None  # empty or null: the full path reads it
+            group_id = str(frame[pos + 1 : stop], "utf-8")
+            pos = stop
+        if not group_id:
+            return None
+        if member:
+            if frame[pos] == 0:  # member_id null: what clients outside a group send
+                pos += 5  # and member_epoch
+            else:
+                _member, pos = _compact_string(frame, pos, True)
+                pos += 4  # member_epoch
+        topics = frame[pos]  # 0 = null (every partition)
+        if topics >= 0x80:
+            topics, pos = _uvarint(frame, pos)
+        else:
+            pos += 1
+        for _ in range(topics - 1):
+            if v >= 10:
+                pos += 16  # topic_id
+            else:
+                _name, pos = _compact_string(frame, pos, False)
+            partitions, pos = _uvarint(frame, pos)
+            if partitions == 0:
+                return None  # a null partition list: kio refuses it
+            pos += (partitions - 1) * 4
+            if pos >= end or frame[pos] != 0:  # the topic's tagged fields
+                return None
+            pos += 1
+        if pos >= end or frame[pos] != 0:  # the group's tagged fields
+            return None
+        pos += 1
+        groups.append(group_id)
+    if pos + 1 >= end or frame[pos] > 1 or frame[pos + 1] != 0:  # require_stable, tags
+        return None
+    return groups

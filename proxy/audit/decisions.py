@@ -176,6 +176,9 @@ class DenialLogLimiter:
 AUDIT_PER_TURN = 250
 #: audit records waiting at most; past it one is made at once (memory before latency)
 AUDIT_MAX_PENDING = 100_000
+#: audit records waiting, at most, when a request decided a slice per turn goes on with its
+#: next slice (protocol/enforce/slices.py): its records are made at the audit's pace
+AUDIT_CAUGHT_UP = 4 * AUDIT_PER_TURN
 
 
 class DecisionRecorder:
@@ -198,6 +201,8 @@ class DecisionRecorder:
         self._turn = 0
         self._pending: deque[DecisionRecord] = deque()
         self._scheduled = False
+        #: what waits for the audit to catch up (`when_caught_up`)
+        self._catching_up: list[Callable[[], None]] = []
         #: exported by proxy.ops.metrics.HotCounters
         self.counts = counts
         self.denial_log = denial_log or DenialLogLimiter()
@@ -258,9 +263,23 @@ class DecisionRecorder:
                 record(pending.popleft())
                 made += 1
         self._turn = made
-        if pending:
-            self._scheduled = True
+        if pending and not self._scheduled:
             asyncio.get_running_loop().call_soon(self._next_turn)
+            self._scheduled = True
+        if self._catching_up and len(pending) <= AUDIT_CAUGHT_UP:
+            self._release_caught_up()
+
+    def when_caught_up(self, then: Callable[[], None]) -> None:
+        """`then()` in a later turn of the loop, once at most `AUDIT_CAUGHT_UP` audit
+        records wait (the NextTurn effect: a request decided a slice per turn)."""
+        self._catching_up.append(then)
+        if len(self._pending) <= AUDIT_CAUGHT_UP and len(self._catching_up) == 1:
+            asyncio.get_running_loop().call_soon(self._release_caught_up)
+
+    def _release_caught_up(self) -> None:
+        waiting, self._catching_up = self._catching_up, []
+        for then in waiting:
+            then()
 
     def flush_audit(self) -> None:
         """Make every waiting audit record now (before the audit log closes)."""

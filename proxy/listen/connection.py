@@ -20,6 +20,7 @@ from aclgate.protocol.effects import (
     ListTopicNames,
     LookUpPartitionCounts,
     LookUpTopicIds,
+    NextTurn,
     RunBlocking,
     Sleep,
     StoreAclChange,
@@ -91,6 +92,7 @@ class ConnectionHost(Protocol):
         done: Callable[[AclStoreFailure | None], None],
     ) -> None: ...
     def auto_create_topics(self, names: frozenset[str]) -> None: ...
+    def next_turn(self, then: Callable[[], None]) -> None: ...
     def log_dropped_keys(self, keys: frozenset[int]) -> None: ...
 
 
@@ -347,6 +349,8 @@ class ClientConnection(asyncio.Protocol):
                     session.resume(token, BUSY)
             case Sleep(seconds=seconds):
                 asyncio.get_running_loop().call_later(seconds, session.resume, token, None)
+            case NextTurn():
+                server.next_turn(functools.partial(session.resume, token))
             case AwaitKeySet():
                 server.security.when_keys_fetched(lambda: session.resume(token))
             case StoreAclChange():

@@ -815,6 +815,11 @@ class ProxyServer:
                 error,
             )
 
+    def next_turn(self, then: Callable[[], None]) -> None:
+        """The NextTurn effect: `then()` in a later turn, once the audit records already
+        queued have been made (proxy/audit/decisions.py `when_caught_up`)."""
+        self.recorder.when_caught_up(then)
+
     # topic ids ---------------------------------------------------------------------
 
     def lookup_topic_ids(self, ids, done: Callable[[dict[uuid.UUID, str]], None]) -> None:

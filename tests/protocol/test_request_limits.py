@@ -49,9 +49,10 @@ ALTER_CLUSTER = AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITER
 
 
 def _session(
-    acls: list[AclBinding], limits: dict[int, int] | None = None
+    acls: list[AclBinding], limits: dict[int, int] | None = None, auto_turns: bool = True
 ) -> tuple[ProxySession, FakeIO]:
-    """A session of User:ANONYMOUS under `acls` (nothing else allowed)."""
+    """A session of User:ANONYMOUS under `acls` (nothing else allowed); with `auto_turns`,
+    a request decided a slice per turn is decided whole at once (io.run_turns otherwise)."""
     authorizer = Authorizer(allow_everyone_if_no_acl_found=False)
     authorizer.load(acls)
     config = SessionConfig(
@@ -59,7 +60,9 @@ def _session(
     )
     ctx = AuthContext(Policy(authorizer=authorizer), "User:ANONYMOUS", "127.0.0.1", "PLAINTEXT")
     io = FakeIO()
-    return ProxySession(config, io, context=ctx), io
+    io.auto_turns = auto_turns
+    session = io.session = ProxySession(config, io, context=ctx)
+    return session, io
 
 
 def create_acls(count: int, version: int = 3, corr: int = 7) -> bytes:

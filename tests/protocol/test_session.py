@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aclgate.protocol.apiversions import unsupported_version_response
-from aclgate.protocol.effects import LookUpTopicIds
+from aclgate.protocol.effects import LookUpTopicIds, NextTurn
 from aclgate.protocol.routing import allowed_versions, transparent_handlers
 from aclgate.protocol.session import ProxySession, SessionConfig
 
@@ -20,6 +20,21 @@ class FakeIO:
         self.paused = False
         self.pauses = 0
         self.effects = []
+        #: tokens of NextTurn effects not resumed yet (`run_turns`)
+        self.turns = []
+        #: the session `run_turns` resumes (set by the test that needs it)
+        self.session = None
+        #: resume each NextTurn at once, as if no other client were waiting
+        self.auto_turns = False
+
+    def run_turns(self):
+        """Resume the NextTurn effects as the event loop's later turns would, until the
+        session asks for no more; how many turns that took."""
+        turns = 0
+        while self.turns:
+            turns += 1
+            self.session.resume(self.turns.pop(0))
+        return turns
 
     def write_client(self, data):
         self.client += data
@@ -39,6 +54,10 @@ class FakeIO:
 
     def perform(self, token, effect):
         self.effects.append((token, effect))
+        if isinstance(effect, NextTurn):
+            self.turns.append(token)
+            if self.auto_turns:
+                self.run_turns()
 
 
 def frame(payload: bytes) -> bytes:

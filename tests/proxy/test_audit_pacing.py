@@ -84,3 +84,34 @@ def test_waiting_records_are_bounded_and_flushed_before_the_log_closes(
 
     uvloop.run(main())
     assert sorted(audit.names) == sorted(f"t{i}" for i in range(COUNT))
+
+
+def test_a_request_decided_a_slice_per_turn_goes_on_once_the_audit_caught_up(
+    tmp_path,
+) -> None:
+    """The NextTurn effect (protocol/enforce/slices.py): the next slice of decisions waits
+    until at most AUDIT_CAUGHT_UP records wait, so a request naming 58,000 denied groups is
+    decided at the audit's pace and its records never pile up past that mark plus a slice."""
+    audit = Spy(tmp_path / "audit.jsonl")
+    recorder = DecisionRecorder({}, audit)
+    released: list[int] = []
+
+    async def main() -> None:
+        recorder.when_caught_up(lambda: released.append(len(recorder._pending)))
+        assert released == []  # never at once: in a later turn
+        await asyncio.sleep(0)
+        assert released == [0]
+        _deny_all(recorder)
+        _deny_all(recorder)
+        waiting = len(recorder._pending)
+        assert waiting > decisions.AUDIT_CAUGHT_UP
+        recorder.when_caught_up(lambda: released.append(len(recorder._pending)))
+        turns = 0
+        while len(released) < 2 and turns < 100:
+            await asyncio.sleep(0)
+            turns += 1
+        assert turns > 1  # it waited for the audit
+
+    uvloop.run(main())
+    assert released[1] <= decisions.AUDIT_CAUGHT_UP
+    assert len(audit.names) >= 2 * COUNT - released[1]

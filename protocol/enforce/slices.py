@@ -1,0 +1,158 @@
+"""Deciding the many resources of one request a slice per turn of the event loop.
+
+One request may name tens of thousands of resources: a 1 MiB OffsetFetch names 58,000 groups,
+a 256 KiB DeleteGroups 24,000. Deciding them all at once, each decision recorded (metrics,
+authorizer log, audit), held the event loop of every client of the worker 0.2-0.25 s (issue
+20). Up to `DECISIONS_PER_TURN` checks are made at once; the rest wait for the `NextTurn`
+effect, which the IO layer resumes in a later turn once the audit records already queued have
+been made, other clients' requests served in between. The requests behind wait in the
+session's backlog, as they wait behind any effect, so answers keep their order.
+
+A request of up to `DECISIONS_PER_TURN` checks (every request of a well-behaved client) is
+decided at once, as before: `then` runs before `decide_each` returns, and an authorizer that
+is not ready raises `NotReady` from the first check, before anything was recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aclgate.authz.model import AclOperation, ResourceType
+from aclgate.protocol.effects import NextTurn
+from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.session import ProxySession
+
+#: checks made in one turn of the event loop at most (some 3-5 ms of a worker's time, the
+#: decisions' records included, measured through `aclgate serve`: bench/loop_stall.py)
+DECISIONS_PER_TURN = 2_048
+
+
+def decide_each(
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    names: Sequence[str],
+    log_if_denied: bool,
+    then: Callable[[list[bool]], None],
+    ref_counts: Sequence[int] | None = None,
+) -> None:
+    """`then(verdicts)`: for each of `names`, in order, whether `ctx.check` lets it through
+    (`ref_counts`: Kafka's reference count of each, else 1); made a slice per turn past
+    `DECISIONS_PER_TURN`."""
+    counts = ref_counts if ref_counts is not None else _Ones(len(names))
+    if len(names) <= DECISIONS_PER_TURN:
+        check = ctx.check
+        then(
+            [
+                check(header, operation, resource_type, n, log_if_denied, c)
+                for n, c in zip(names, counts, strict=True)
+            ]
+        )
+        return
+    _Slices(
+        session, ctx, header, operation, resource_type, names, counts, log_if_denied, then
+    ).next()
+
+
+class _Ones(Sequence[int]):
+    """`n` reference counts of 1, without a list of them."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [1] * len(range(*index.indices(self.n)))
+        if not -self.n <= index < self.n:
+            raise IndexError(index)
+        return 1
+
+
+def decide_names(
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    counts: dict[str, int],
+    log_if_denied: bool,
+    then: Callable[[dict[str, bool]], None],
+) -> None:
+    """`then({name: allowed})` for distinct names and their reference counts (Kafka's
+    filterByAuthorized: each distinct name is authorized once)."""
+    decide_each(
+        session,
+        ctx,
+        header,
+        operation,
+        resource_type,
+        list(counts),
+        log_if_denied,
+        lambda verdicts: then(dict(zip(counts, verdicts, strict=True))),
+        list(counts.values()),
+    )
+
+
+class _Slices:
+    """The state of one request's decisions between two turns."""
+
+    __slots__ = (
+        "counts",
+        "ctx",
+        "header",
+        "log_if_denied",
+        "names",
+        "operation",
+        "resource_type",
+        "session",
+        "then",
+        "verdicts",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        names: Sequence[str],
+        counts: Sequence[int],
+        log_if_denied: bool,
+        then: Callable[[list[bool]], None],
+    ):
+        self.session = session
+        self.ctx = ctx
+        self.header = header
+        self.operation = operation
+        self.resource_type = resource_type
+        self.names = names
+        self.counts = counts
+        self.log_if_denied = log_if_denied
+        self.then = then
+        self.verdicts: list[bool] = []
+
+    def next(self, _: object = None) -> None:
+        """Decide the next slice; then wait for a later turn, or hand over the verdicts."""
+        verdicts, names = self.verdicts, self.names
+        start = len(verdicts)
+        check, header, operation = self.ctx.check, self.header, self.operation
+        resource_type, log_if_denied = self.resource_type, self.log_if_denied
+        stop = start + DECISIONS_PER_TURN
+        verdicts.extend(
+            check(header, operation, resource_type, n, log_if_denied, c)
+            for n, c in zip(names[start:stop], self.counts[start:stop], strict=True)
+        )
+        if len(verdicts) < len(names):
+            self.session.wait(NextTurn(), self.next)
+        else:
+            self.then(verdicts)
