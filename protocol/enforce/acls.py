@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import ModuleType
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32Timedelta
@@ -50,6 +50,12 @@ from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader
 from aclgate.protocol.session import ProxySession
+from aclgate.protocol.shapes.requests import (
+    CreateAclsRequest,
+    CreateAclsRequestCreations,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+)
 from aclgate.protocol.versions import api_name, response_class, response_module
 
 DESCRIBE, ALTER = AclOperation.DESCRIBE, AclOperation.ALTER
@@ -66,52 +72,11 @@ E = TypeVar("E", ResourceType, PatternType, AclOperation, AclPermissionType)
 T = TypeVar("T")
 
 
-class AclFilterEntry(Protocol):
-    """A DescribeAcls request or a DeleteAcls filter (v1-3: the same fields)."""
-
-    @property
-    def resource_type_filter(self) -> int: ...
-    @property
-    def resource_name_filter(self) -> str | None: ...
-    @property
-    def pattern_type_filter(self) -> int: ...
-    @property
-    def principal_filter(self) -> str | None: ...
-    @property
-    def host_filter(self) -> str | None: ...
-    @property
-    def operation(self) -> int: ...
-    @property
-    def permission_type(self) -> int: ...
-
-
-class AclCreation(Protocol):
-    """A CreateAcls creation, v1-3."""
-
-    @property
-    def resource_type(self) -> int: ...
-    @property
-    def resource_name(self) -> str: ...
-    @property
-    def resource_pattern_type(self) -> int: ...
-    @property
-    def principal(self) -> str: ...
-    @property
-    def host(self) -> str: ...
-    @property
-    def operation(self) -> int: ...
-    @property
-    def permission_type(self) -> int: ...
-
-
-class CreateAclsRequest(Protocol):
-    @property
-    def creations(self) -> Sequence[AclCreation]: ...
-
-
-class DeleteAclsRequest(Protocol):
-    @property
-    def filters(self) -> Sequence[AclFilterEntry]: ...
+#: a DescribeAcls request or a DeleteAcls filter (v1-3: the same fields; a DeleteAcls filter
+#: is one structurally)
+AclFilterEntry = DescribeAclsRequest
+#: a CreateAcls creation, v1-3
+AclCreation = CreateAclsRequestCreations
 
 
 def from_code(enum: type[E], code: int) -> E:

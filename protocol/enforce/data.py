@@ -54,6 +54,7 @@ from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import rewriter_for
 from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.shapes.requests import ProduceRequest, ProduceRequestTopicData
 from aclgate.protocol.versions import response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
@@ -62,31 +63,13 @@ _ATTRIBUTES = struct.Struct(">h")
 _TRANSACTIONAL = 0x10
 
 
-class _ProducePartition(Protocol):
-    @property
-    def records(self) -> bytes | None: ...
-
-
-class ProduceTopic(Protocol):
-    """A topic of a Produce request, every version (named by `name`, from v13 by
-    `topic_id`: read by field name)."""
-
-    @property
-    def partition_data(self) -> Sequence[_ProducePartition]: ...
+#: a topic of a Produce request, every version (named by `name`, from v13 by `topic_id`:
+#: read by field name)
+ProduceTopic = ProduceRequestTopicData
 
 
 if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
     from _typeshed import DataclassInstance
-
-    class ProduceRequest(DataclassInstance, Protocol):
-        """What the handler reads of a Produce request, v3-13."""
-
-        @property
-        def transactional_id(self) -> str | None: ...
-        @property
-        def acks(self) -> int: ...
-        @property
-        def topic_data(self) -> Sequence[ProduceTopic]: ...
 
     class FetchRequest(DataclassInstance, Protocol):
         """What the handler reads of a Fetch request, v4-18; the session fields exist from

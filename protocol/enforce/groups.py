@@ -49,6 +49,11 @@ from aclgate.protocol.enforce.topics import unknown_ids
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.shapes.requests import (
+    BatchedOffsetFetch,
+    BatchedOffsetFetchGroups,
+    SingleOffsetFetch,
+)
 from aclgate.protocol.versions import request_class, response_module
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
@@ -77,6 +82,10 @@ class OffsetFetchTopic(PartitionIndexes, Protocol):
     def name(self) -> str: ...
 
 
+#: a group of an OffsetFetch request of v8+ (topics by name, or by id in v10)
+OffsetFetchGroup = BatchedOffsetFetchGroups
+
+
 class ConsumerGroupMember(Protocol):
     """A member of a described KIP-848 group: its subscription and its two assignments (whose
     `topic_partitions` are read by name, as they may be absent)."""
@@ -91,26 +100,6 @@ class ConsumerGroupMember(Protocol):
 
 if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
     from _typeshed import DataclassInstance
-
-    class SingleOffsetFetch(DataclassInstance, Protocol):
-        """An OffsetFetch request of v1-7: one group, top-level topics (null: all)."""
-
-        @property
-        def group_id(self) -> str: ...
-        @property
-        def topics(self) -> Sequence[OffsetFetchTopic] | None: ...
-
-    class OffsetFetchGroup(DataclassInstance, Protocol):
-        """A group of an OffsetFetch request of v8+ (topics by name, or by id in v10)."""
-
-        @property
-        def group_id(self) -> str: ...
-        @property
-        def topics(self) -> Sequence[PartitionIndexes] | None: ...
-
-    class BatchedOffsetFetch(DataclassInstance, Protocol):
-        @property
-        def groups(self) -> Sequence[OffsetFetchGroup]: ...
 
     class GroupRef(DataclassInstance, Protocol):
         @property
