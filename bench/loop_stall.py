@@ -822,11 +822,8 @@ KINDS += (
         "plain",
         _one_frame(produce_frame, PRODUCE_TOPICS),
         f"Produce v9 (acks=1) naming {PRODUCE_TOPICS:,} distinct denied topics (1 MiB, the Java "
-        "producer's default max.request.size; Produce has no limit of its own)",
-        over_budget="Produce naming 55,000 denied topics in 1 MiB: ~1.5 s of CPU in process "
-        "(10,000 topics: 0.2 s), decoding the whole request and building each denied topic's "
-        "answer as kio objects; the decisions are sliced but the decode and the answer are not "
-        "(a byte-level Produce split is not built yet: issue 20's closing note)",
+        "producer's default max.request.size; Produce has no limit of its own): walked, decided "
+        "and answered as bytes a slice per turn (protocol/enforce/producebytes.py)",
     ),
     *(
         InputKind(

@@ -19,7 +19,7 @@ import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -243,6 +243,21 @@ class ApiHandler:
             refuse_not_ready(session)
 
 
+def knowing_ids(
+    session: ProxySession,
+    ctx: AuthContext,
+    ids: Sequence[uuid.UUID | None],
+    then: Callable[[AuthContext], None],
+) -> None:
+    """`then(ctx)` at once when the cache knows every topic id of `ids`, else once the
+    cluster has been asked for the ones it lacks (`look_up_then`)."""
+    unknown = unknown_ids(ctx.policy.topic_ids, ids) if ids else frozenset()
+    if unknown:
+        look_up_then(session, ctx, unknown, then)
+    else:
+        then(ctx)
+
+
 def look_up_then(
     session: ProxySession,
     ctx: AuthContext,
@@ -254,13 +269,16 @@ def look_up_then(
     session.wait(LookUpTopicIds(unknown), lambda found: then(ctx.with_looked_up(unknown, found)))
 
 
-def _partition(
-    listed: list[KioBody], names: list[str | None], verdict: dict[str, bool]
-) -> tuple[list[KioBody], list[KioBody], list[KioBody]]:
+E = TypeVar("E")
+
+
+def partition_by_verdict(
+    listed: list[E], names: list[str | None], verdict: dict[str, bool]
+) -> tuple[list[E], list[E], list[E]]:
     """(allowed, denied, unknown-id) entries of `listed` by their names' verdicts."""
-    allowed: list[KioBody] = []
-    denied: list[KioBody] = []
-    unknown: list[KioBody] = []
+    allowed: list[E] = []
+    denied: list[E] = []
+    unknown: list[E] = []
     for entry, name in zip(listed, names, strict=True):
         if name is None:
             unknown.append(entry)
@@ -428,7 +446,7 @@ class PerEntry(ApiHandler):
             )
             for name, count in counts.items()
         }
-        return _partition(listed, names, verdict)
+        return partition_by_verdict(listed, names, verdict)
 
     def split_in_turns(
         self,
@@ -442,7 +460,11 @@ class PerEntry(ApiHandler):
         protocol/enforce/slices.py's `DECISIONS_PER_TURN`; `then(parts)` once decided."""
         listed, names, counts = self._named(ctx, entries)
         self.decide_names(
-            session, ctx, header, counts, lambda verdict: then(_partition(listed, names, verdict))
+            session,
+            ctx,
+            header,
+            counts,
+            lambda verdict: then(partition_by_verdict(listed, names, verdict)),
         )
 
     def decide_names(

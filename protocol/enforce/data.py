@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Generator, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, cast
 
@@ -28,8 +29,13 @@ from aclgate.protocol.enforce.base import (
     answer,
     error_body,
     forward,
+    knowing_ids,
     merge_rewriter,
+    partition_by_verdict,
     reencode_request,
+    refuse_not_ready,
+    spliced_answer,
+    spliced_merge_rewriter,
 )
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.context import AuthContext, NotReady
@@ -49,13 +55,22 @@ from aclgate.protocol.enforce.fetchsessions import (
     sessions_of,
 )
 from aclgate.protocol.enforce.peek import peek_produce
+from aclgate.protocol.enforce.producebytes import (
+    TopicTemplate,
+    WalkedProduce,
+    WalkedTopic,
+    stripped,
+    template,
+    walking,
+)
 from aclgate.protocol.enforce.protected import cluster_grant_excludes
+from aclgate.protocol.enforce.slices import decide_names, in_turns
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import rewriter_for
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.shapes.requests import ProduceRequest, ProduceRequestTopicData
-from aclgate.protocol.versions import response_module
+from aclgate.protocol.versions import request_class, response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
 TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
@@ -205,10 +220,16 @@ class ProduceHandler(ApiHandler):
 
     def __call__(self, session: ProxySession, header: RequestHeader, frame: Frame) -> None:
         """One plain named topic (the common case): decide from the peeked bytes; the
-        request is decoded only to answer a denial. Everything else: the full path."""
+        request is decoded only to answer a denial. Several topics: walked as bytes, a slice
+        per turn (protocol/enforce/producebytes.py). What neither reads: the full path."""
         peeked = peek_produce(frame, header)
         if peeked is None:
-            return super().__call__(session, header, frame)
+            in_turns(
+                session,
+                walking(frame, header),
+                lambda walk: self._walked(session, header, frame, walk),
+            )
+            return
         acks, topic, partitions = peeked
         ctx = session.context
         if isinstance(topic, str):
@@ -231,6 +252,155 @@ class ProduceHandler(ApiHandler):
         request = decode_request(frame, header)
         self._finish(session, header, frame, request, acks, [], list(request.topic_data), [])
 
+    # a request of several topics, walked as bytes (protocol/enforce/producebytes.py)
+
+    def _walked(
+        self, session: ProxySession, header: RequestHeader, frame: Frame, walk: WalkedProduce | None
+    ) -> None:
+        """`handle`'s decisions, on the walked request: the transactional id, then each
+        topic (named, or by an id whose name is looked up first)."""
+        if walk is None:  # what the walk does not follow: the full path reads it
+            super().__call__(session, header, frame)
+            return
+        ctx = session.context
+        if walk.transactional:
+            txn = walk.transactional_id
+            try:
+                allowed = txn is not None and ctx.check(header, WRITE, TXN, txn)
+            except NotReady:  # nothing was recorded
+                refuse_not_ready(session)
+                return
+            if not allowed:
+                if walk.acks == 0:
+                    session.close_after_flush(
+                        "transactional produce denied with acks=0 (Kafka closes)"
+                    )
+                else:
+                    code = ErrorCode.transactional_id_authorization_failed
+                    self._answer(session, header, walk, walk.topics, code, [])
+                return
+        knowing_ids(
+            session,
+            ctx,
+            [t.key for t in walk.topics if isinstance(t.key, uuid.UUID)],
+            lambda known: self._decide_walked(session, known, header, frame, walk),
+        )
+
+    def _decide_walked(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        walk: WalkedProduce,
+    ) -> None:
+        topics = walk.topics
+        if topics and isinstance(topics[0].key, uuid.UUID):
+            resolved = ctx.topic_names_of([cast(uuid.UUID, t.key) for t in topics])
+            names = [resolved[cast(uuid.UUID, t.key)] for t in topics]
+        else:
+            names = [cast(str, t.key) for t in topics]
+        counts: dict[str, int] = {}
+        for topic, name in zip(topics, names, strict=True):
+            if name is not None:
+                counts[name] = counts.get(name, 0) + topic.partitions
+        try:
+            decide_names(
+                session,
+                ctx,
+                header,
+                WRITE,
+                TOPIC,
+                counts,
+                True,
+                lambda verdict: self._split_walked(session, header, frame, walk, names, verdict),
+            )
+        except NotReady:  # raised by the first check, before anything was recorded
+            refuse_not_ready(session)
+
+    def _split_walked(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        walk: WalkedProduce,
+        names: list[str | None],
+        verdict: dict[str, bool],
+    ) -> None:
+        allowed, denied, unknown = partition_by_verdict(walk.topics, names, verdict)
+        acks = walk.acks
+        if not denied and not unknown:
+            _forward_whole(session, header, frame, acks)
+            return
+        if acks == 0:
+            if allowed:  # as `_finish`: the allowed part with acks=1, the close after it
+                forward(session, header, stripped(frame, header, walk, allowed, 1), _unanswered)
+            session.close_after_flush("produce with acks=0 had unauthorized topics (Kafka closes)")
+            return
+        if not allowed:
+            self._answer(
+                session, header, walk, denied, ErrorCode.topic_authorization_failed, unknown
+            )
+            return
+        marked = self._template(header, ErrorCode.topic_authorization_failed).marked
+        count = len(denied) + len(unknown)
+
+        def send(items: bytes) -> None:
+            """The allowed topics to the broker; its answer merged with the denied ones."""
+            merged = WithState(spliced_merge_rewriter, ("responses", marked, items, count))
+            forward(session, header, stripped(frame, header, walk, allowed, acks), merged)
+
+        in_turns(
+            session,
+            self._rendered(header, walk, denied, ErrorCode.topic_authorization_failed, unknown),
+            send,
+        )
+
+    def _template(self, header: RequestHeader, code: ErrorCode) -> TopicTemplate:
+        return template(header.api_version, code, tuple(self.aliases.items()))
+
+    def _rendered(
+        self,
+        header: RequestHeader,
+        walk: WalkedProduce,
+        topics: list[WalkedTopic],
+        code: ErrorCode,
+        unknown: list[WalkedTopic],
+    ) -> Generator[None, None, bytes]:
+        """The answer's entries for `topics` with `code` on every partition, then `unknown`
+        with UNKNOWN_TOPIC_ID, a slice per step."""
+        items = yield from self._template(header, code).render(walk, topics)
+        if unknown:
+            unknown_template = self._template(header, ErrorCode.unknown_topic_id)
+            items += yield from unknown_template.render(walk, unknown)
+        return items
+
+    def _answer(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        walk: WalkedProduce,
+        topics: list[WalkedTopic],
+        code: ErrorCode,
+        unknown: list[WalkedTopic],
+    ) -> None:
+        """Answer a request none of whose topics goes to the broker (`_rendered`)."""
+        marked = self._template(header, code).marked
+        empty = request_class(header.api_key, header.api_version)(
+            transactional_id=None, acks=i16(1), timeout=_NO_WAIT, topic_data=()
+        )
+        one = dataclasses.replace(
+            error_body(header, empty, ErrorCode.none, self.aliases), responses=(marked,)
+        )
+        count = len(topics) + len(unknown)
+        in_turns(
+            session,
+            self._rendered(header, walk, topics, code, unknown),
+            lambda items: session.respond(
+                header, spliced_answer(header.correlation_id, one, marked, count, items)
+            ),
+        )
+
     def _finish(
         self,
         session: ProxySession,
@@ -244,10 +414,7 @@ class ProduceHandler(ApiHandler):
     ) -> None:
         """Forward, strip or answer once every topic has been decided."""
         if not denied and not unknown:
-            if acks == 0:
-                session.forward_without_response(frame)
-            else:
-                forward(session, header, frame)
+            _forward_whole(session, header, frame, acks)
             return
         if acks == 0:
             if allowed:
@@ -276,6 +443,14 @@ class ProduceHandler(ApiHandler):
     ) -> tuple[KioBody, ...]:
         cls = response_module(header.api_key, header.api_version).TopicProduceResponse
         return tuple(build(cls, code, e, self.aliases) for e in entries)
+
+
+def _forward_whole(session: ProxySession, header: RequestHeader, frame: Frame, acks: int) -> None:
+    """The request as it came: with acks=0 the broker sends no answer to wait for."""
+    if acks == 0:
+        session.forward_without_response(frame)
+    else:
+        forward(session, header, frame)
 
 
 def _unanswered(session: ProxySession, slot: Slot, frame: Frame) -> bytes:

@@ -21,7 +21,7 @@ from aclgate.protocol.enforce.base import (
     error_body,
     forward,
     forward_if_cluster,
-    look_up_then,
+    knowing_ids,
     merged_response,
     reencode_request,
     refuse_not_ready,
@@ -45,7 +45,6 @@ from aclgate.protocol.enforce.regexsub import (
     wrap,
 )
 from aclgate.protocol.enforce.slices import decide_each
-from aclgate.protocol.enforce.topics import unknown_ids
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
@@ -209,18 +208,12 @@ class OffsetFetchHandler(ApiHandler):
             session.respond(header, self._all_groups_denied(mod, header, empty, groups))
             return
         request = decode_request(frame, header)
-        unknown = unknown_ids(ctx.policy.topic_ids, self.topic_ids(session, request))
-        if unknown:
-            look_up_then(
-                session,
-                ctx,
-                unknown,
-                lambda looked_up: self._groups_decided(
-                    session, looked_up, header, frame, request, verdicts
-                ),
-            )
-            return
-        self._groups_decided(session, ctx, header, frame, request, verdicts)
+        knowing_ids(
+            session,
+            ctx,
+            self.topic_ids(session, request),
+            lambda known: self._groups_decided(session, known, header, frame, request, verdicts),
+        )
 
     def describe(self) -> str:
         return (

@@ -15,14 +15,16 @@ is not ready raises `NotReady` from the first check, before anything was recorde
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, TypeVar
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.effects import NextTurn
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession
+
+T = TypeVar("T")
 
 #: checks made in one turn of the event loop at most (some 3-5 ms of a worker's time, the
 #: decisions' records included, measured through `aclgate serve`: bench/loop_stall.py)
@@ -75,6 +77,19 @@ class _Ones(Sequence[int]):
         if not -self.n <= index < self.n:
             raise IndexError(index)
         return 1
+
+
+def in_turns(
+    session: ProxySession, work: Generator[None, None, T], then: Callable[[T], None]
+) -> None:
+    """Run `work` a step per turn of the event loop (each `yield` ends a turn: the NextTurn
+    effect), then `then(what it returned)`. The first step runs at once."""
+    try:
+        next(work)
+    except StopIteration as done:
+        then(done.value)
+        return
+    session.wait(NextTurn(), lambda _: in_turns(session, work, then))
 
 
 def decide_names(
