@@ -361,6 +361,46 @@ GROUP_FIRST: dict[str, tuple[int, int, Callable[[int], bytes]]] = {
         group_id="g",
     )),
 }  # fmt: skip
+
+
+def _commit_partition(m: Any) -> tuple[Any, ...]:
+    return (m.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                           committed_leader_epoch=-1, committed_metadata=None),)  # fmt: skip
+
+
+#: the per-topic APIs walked as bytes at this size (protocol/enforce/entrybytes.py), denied
+#: on their group or transactional id (User:ANONYMOUS has no group right but ALLOWED_GROUP's)
+#: or on their topics
+ALLOWED_GROUP = "stall-allowed"
+PER_TOPIC: dict[str, tuple[int, int, Callable[[int], bytes]]] = {
+    "offset_commit_group_denied": (8, 9, _named_entries(
+        8, 9, "topics",
+        lambda m, n: m.OffsetCommitRequestTopic(name=n, partitions=_commit_partition(m)),
+        group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+    )),
+    "offset_commit_topics_denied": (8, 9, _named_entries(
+        8, 9, "topics",
+        lambda m, n: m.OffsetCommitRequestTopic(name=n, partitions=_commit_partition(m)),
+        group_id=ALLOWED_GROUP, generation_id_or_member_epoch=-1, member_id="",
+        group_instance_id=None,
+    )),
+    "txn_offset_commit": (28, 4, _named_entries(
+        28, 4, "topics",
+        lambda m, n: m.TxnOffsetCommitRequestTopic(name=n, partitions=(
+            m.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                              committed_leader_epoch=-1, committed_metadata=None),
+        )),
+        transactional_id="x", group_id="g", producer_id=1, producer_epoch=0, generation_id=-1,
+        member_id="", group_instance_id=None,
+    )),
+    "delete_records": (21, 2, _named_entries(
+        21, 2, "topics",
+        lambda m, n: m.DeleteRecordsTopic(name=n, partitions=(
+            m.DeleteRecordsPartition(partition_index=0, offset=0),
+        )),
+        timeout=_MS,
+    )),
+}  # fmt: skip
 #: SyncGroup keeps the 100 MiB frame limit (a big group's assignments): measured at 32 MiB
 GROUP_SIZES = {14: 32 * MB}
 #: requests whose denied entries are answered one by one, as bytes (DeleteTopics,
@@ -829,6 +869,17 @@ KINDS += (
         InputKind(
             f"{name}_at_limit",
             "plain",
+            _answered_at_limit(name, PER_TOPIC),
+            f"{name.replace('_', ' ').capitalize()} v{version} naming as many distinct topics "
+            f"as its {_limit_text(key)} limit holds (walked and answered as bytes a slice per "
+            "turn: protocol/enforce/entrybytes.py)",
+        )
+        for name, (key, version, _make) in PER_TOPIC.items()
+    ),
+    *(
+        InputKind(
+            f"{name}_at_limit",
+            "plain",
             _answered_at_limit(name, GROUP_FIRST),
             f"{name.replace('_', ' ').capitalize()} v{version} of group g, denied, with as many "
             f"entries in its one array as {_limit_text(key)} holds (decided on the group id read "
@@ -848,6 +899,11 @@ def _write_acl_file(path: Path, extra: int) -> None:
          "principal": "User:ANONYMOUS", "host": "*", "operation": op, "permission_type": "ALLOW"}
         for op in ("READ", "DESCRIBE")
     ]  # fmt: skip
+    acls.append(
+        {"resource_type": "GROUP", "resource_name": ALLOWED_GROUP, "pattern_type": "LITERAL",
+         "principal": "User:ANONYMOUS", "host": "*", "operation": "READ",
+         "permission_type": "ALLOW"}
+    )  # fmt: skip
     acls += [
         {"resource_type": "TOPIC", "resource_name": f"admin-{i:06d}", "pattern_type": "LITERAL",
          "principal": f"User:u{i % 997}", "host": "*", "operation": "READ",

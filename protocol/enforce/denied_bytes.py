@@ -535,12 +535,15 @@ def _array_bytes(each: Each, seen: bool, count: int, parts: list[Any]) -> bytes:
 Walk: TypeAlias = Callable[[Frame, int, int], bytes]
 
 
-def compile_walk(shape: Shape) -> Walk:
-    """The walk function of a top-level `shape` (see the section's comment)."""
+def compile_walk(shape: Shape, name_field: str | None = None) -> Walk:
+    """The walk function of a top-level `shape` (see the section's comment). With
+    `name_field`, the walk of one entry of an array (protocol/enforce/entrybytes.py): it
+    takes bytes, and returns (the entry's answer, where the entry ends, that field's text)."""
     assert shape.request is not None
     out = _Emitter()
     out.line(0, "def walk(buf, pos, end):")
-    out.line(1, "buf = bytes(buf)  # slices of bytes are quicker to make than of a view")
+    if name_field is None:
+        out.line(1, "buf = bytes(buf)  # slices of bytes are quicker to make than of a view")
     out.line(1, "texts = []")
     targets, rendered = out.sinks(shape, 1)
     out.entity(shape.request, shape.copies, targets, 1)
@@ -548,7 +551,9 @@ def compile_walk(shape: Shape) -> Walk:
     # every string UTF-8, as kio's reader decodes each (a NUL between them ends any
     # sequence cut short, so one decode checks them all)
     out.line(1, "b'\\0'.join(texts).decode()")
-    out.line(1, f"return {rendered}")
+    out.line(
+        1, f"return {rendered}" if name_field is None else f"return {rendered}, pos, t_{name_field}"
+    )
     exec("\n".join(out.lines), out.names)  # the source is built above from the shapes only
     return cast("Walk", out.names["walk"])
 

@@ -45,6 +45,7 @@ from aclgate.protocol.enforce.build import Aliases
 from aclgate.protocol.enforce.configs import AlterConfigsHandler, DescribeConfigsHandler
 from aclgate.protocol.enforce.data import FetchHandler, ProduceHandler
 from aclgate.protocol.enforce.denied_bytes import Mirror, MirroredCheck
+from aclgate.protocol.enforce.entrybytes import EntriesAsBytes
 from aclgate.protocol.enforce.groupfirst import GroupFirst
 from aclgate.protocol.enforce.groups import (
     ConsumerGroupDescribeHandler,
@@ -162,7 +163,7 @@ def per_topic(
     response_array: str = "topics",
     **kw: Unpack[PerEntryOptions],
 ) -> PerEntry:
-    return PerEntry(
+    return EntriesAsBytes(
         array=array, response_array=response_array, operation=op, resource_type=Res.TOPIC, **kw
     )
 

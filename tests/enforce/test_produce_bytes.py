@@ -31,6 +31,7 @@ from aclgate.protocol.enforce.slices import DECISIONS_PER_TURN
 from aclgate.protocol.header import parse_request_header
 from aclgate.protocol.versions import response_module
 from tests.fixtures.rawclient import module, request_entity
+from tests.protocol.test_denied_entries_as_bytes import _counting
 from tests.protocol.test_slices import _session
 
 VERSIONS = range(3, 14)
@@ -168,15 +169,7 @@ def test_a_request_of_55_000_denied_topics_builds_no_entry_per_topic(monkeypatch
     from bench.loop_stall import PRODUCE_TOPICS, produce_frame
 
     frame = produce_frame(PRODUCE_TOPICS)
-    cls = response_module(0, 9).TopicProduceResponse
-    built = [0]
-    init = cls.__init__
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
-        built[0] += 1
-        init(self, *args, **kwargs)
-
-    monkeypatch.setattr(cls, "__init__", counted)
+    built = _counting(monkeypatch, response_module(0, 9).TopicProduceResponse)
     session, io, sink = _session([], auto_turns=False)
     session.client_data(frame)
     made = [len(sink.records)]
