@@ -86,6 +86,9 @@ class IntItem:
         n = len(numbers) // 4
         if n == 1:
             return self.head + bytes(numbers) + self.tail
+        if n < 16:  # a few numbers (a topic's partitions): joined, cheaper than the slicing
+            head, tail = self.head, self.tail
+            return b"".join([head + numbers[i : i + 4] + tail for i in range(0, 4 * n, 4)])
         size = len(self.head) + 4 + len(self.tail)
         out = bytearray(size * n)
         for at, byte in enumerate(self.head):
@@ -538,7 +541,8 @@ Walk: TypeAlias = Callable[[Frame, int, int], bytes]
 def compile_walk(shape: Shape, name_field: str | None = None) -> Walk:
     """The walk function of a top-level `shape` (see the section's comment). With
     `name_field`, the walk of one entry of an array (protocol/enforce/entrybytes.py): it
-    takes bytes, and returns (the entry's answer, where the entry ends, that field's text)."""
+    takes bytes, and returns (the entry's answer, where the entry ends, that field's text;
+    None for `name_field` "")."""
     assert shape.request is not None
     out = _Emitter()
     out.line(0, "def walk(buf, pos, end):")
@@ -551,9 +555,10 @@ def compile_walk(shape: Shape, name_field: str | None = None) -> Walk:
     # every string UTF-8, as kio's reader decodes each (a NUL between them ends any
     # sequence cut short, so one decode checks them all)
     out.line(1, "b'\\0'.join(texts).decode()")
-    out.line(
-        1, f"return {rendered}" if name_field is None else f"return {rendered}, pos, t_{name_field}"
-    )
+    if name_field is None:
+        out.line(1, f"return {rendered}")
+    else:  # "": an entry named otherwise (by a topic id the caller reads)
+        out.line(1, f"return {rendered}, pos, {f't_{name_field}' if name_field else 'None'}")
     exec("\n".join(out.lines), out.names)  # the source is built above from the shapes only
     return cast("Walk", out.names["walk"])
 

@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, cast
 
+from kio.schema.errors import ErrorCode
 from kio.static.protocol import Entity
 
+from aclgate.authz.model import ResourceType
 from aclgate.protocol import arrays
 from aclgate.protocol.codec import DECODE_ERRORS, decode_request, encode_entity, frame_with_size
 from aclgate.protocol.enforce.base import (
@@ -43,18 +46,21 @@ from aclgate.protocol.enforce.base import (
     _array_item,
     first_denied,
     forward,
+    knowing_ids,
     partition_by_verdict,
     refuse_not_ready,
     spliced_merge_rewriter,
 )
 from aclgate.protocol.enforce.build import NAME_MARK
-from aclgate.protocol.enforce.context import NotReady
+from aclgate.protocol.enforce.context import AuthContext, NotReady
 from aclgate.protocol.enforce.denied_bytes import (
     Mirror,
     _request_plan,
     compile_shape,
     compile_walk,
 )
+from aclgate.protocol.enforce.fetchpeek import topic_uuid
+from aclgate.protocol.enforce.producebytes import ID_MARK
 from aclgate.protocol.enforce.slices import in_turns
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader
@@ -67,8 +73,9 @@ ENTRY_BYTES_FROM = 32 * 1024
 #: entries walked in one turn of the event loop at most
 ENTRIES_PER_TURN = 4_096
 
-#: one entry at `pos`: (its denied answer, where it ends, its name's bytes)
-EntryWalk = Callable[[bytes, int, int], tuple[bytes, int, bytes]]
+#: one entry at `pos`: (its denied answer, where it ends, its name's bytes; None when the
+#: entry names its topic by id)
+EntryWalk = Callable[[bytes, int, int], tuple[bytes, int, bytes | None]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,10 +87,20 @@ class EntryPlan:
     before: tuple[arrays.Field, ...]
     after: tuple[arrays.Field, ...]
     tagged: dict[int, arrays.Field]
-    #: the entry's class, the field its name is in, and its walk
+    #: the entry's class, the field its name is in (`topic_id`: by id, its first field), and
+    #: its walks: denied, and (by id) naming an unknown topic
     entry: type
     name_field: str
     walk: EntryWalk
+    unknown_walk: EntryWalk | None = None
+
+    @property
+    def by_id(self) -> bool:
+        return self.name_field == "topic_id"
+
+
+#: an entry walked: (its name, or topic id; where it starts and ends; its denied answer)
+Entry = tuple[str | uuid.UUID, int, int, bytes]
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,8 +109,8 @@ class WalkedEntries:
     #: where the entry array starts (its count) and ends
     array_at: int
     array_end: int
-    #: per entry: (name, start, end, its denied answer)
-    entries: list[tuple[str, int, int, bytes]]
+    #: per entry: (name, or topic id; start, end, its denied answer)
+    entries: list[Entry]
 
 
 _PLANS: dict[tuple[int, int, int], EntryPlan | None] = {}
@@ -122,16 +139,24 @@ def _compile(handler: PerEntry, api_key: int, api_version: int) -> EntryPlan | N
     if how.kind != "array" or how.entity is None:
         return None
     entry = how.entity
-    name_field = _name_field(handler, entry)
-    if name_field is None:
-        return None
     entry_fields = {name: (h, kafka_type) for name, h, kafka_type in _request_plan(entry)}
-    named = entry_fields.get(name_field)
-    if named is None or named[1] != "string" or named[0].nullable:
+    name_field = _name_field(handler, entry)
+    by_id = name_field is None and _named_by_id(handler, entry_fields)
+    if by_id:
+        name_field = "topic_id"
+    elif name_field is None:
         return None
+    else:
+        named = entry_fields.get(name_field)
+        if named is None or named[1] != "string" or named[0].nullable:
+            return None
     answer_entry = _array_item(response_class(api_key, api_version), handler.response_array)
     mirror = Mirror(aliases=handler.aliases, overrides=handler.entry_overrides)
-    shape = compile_shape(answer_entry, DENIED_CODE[handler.resource_type], entry, mirror)
+
+    def walk(code: ErrorCode) -> EntryWalk:
+        shape = compile_shape(answer_entry, code, entry, mirror)
+        return cast(EntryWalk, compile_walk(shape, "" if by_id else name_field))
+
     return EntryPlan(
         request.__flexible__,
         tuple(h for _n, h, _t in fields[:at]),
@@ -139,7 +164,18 @@ def _compile(handler: PerEntry, api_key: int, api_version: int) -> EntryPlan | N
         arrays.plan(request)[1],
         entry,
         name_field,
-        cast(EntryWalk, compile_walk(shape, name_field)),
+        walk(DENIED_CODE[handler.resource_type]),
+        walk(ErrorCode.unknown_topic_id) if by_id else None,
+    )
+
+
+def _named_by_id(handler: PerEntry, fields: dict[str, tuple[arrays.Field, str]]) -> bool:
+    """Entries naming their topic by its id, in their first field (OffsetCommit v10)."""
+    first = next(iter(fields), None)
+    return (
+        handler.resource_type == ResourceType.TOPIC
+        and first == "topic_id"
+        and fields[first][1] == "uuid"
     )
 
 
@@ -171,13 +207,15 @@ def walking(
         pos += used
         if count < 0 or count > end - pos:
             return None
-        entries: list[tuple[str, int, int, bytes]] = []
+        entries: list[Entry] = []
         add, walk = entries.append, plan.walk
+        by_id = plan.by_id
         for done in range(count):
             if done and not done % ENTRIES_PER_TURN:
                 yield
             rendered, after, name = walk(buf, pos, end)
-            add((name.decode(), pos, after, rendered))
+            key = topic_uuid(buf[pos : pos + 16]) if by_id else cast(bytes, name).decode()
+            add((key, pos, after, rendered))
             pos = after
         array_end = pos
         for field in plan.after:
@@ -191,9 +229,7 @@ def walking(
     return WalkedEntries(buf, array_at, array_end, entries)
 
 
-def _spliced(
-    walked: WalkedEntries, flexible: bool, kept: list[tuple[str, int, int, bytes]]
-) -> bytes:
+def _spliced(walked: WalkedEntries, flexible: bool, kept: list[Entry]) -> bytes:
     """The request with only the entries `kept` (their bytes as they came)."""
     buf = walked.buf
     return frame_with_size(
@@ -249,22 +285,48 @@ class EntriesAsBytes(PerEntry):
             ):
                 forward(session, header, frame)
                 return
-            names: list[str | None] = [name for name, _s, _e, _a in walked.entries]
-            counts: dict[str, int] = {}
-            for name in names:
-                assert name is not None
-                counts[name] = counts.get(name, 0) + 1
-            self.decide_names(
-                session,
-                ctx,
-                header,
-                counts,
-                lambda verdict: self._split(
-                    session, header, frame, plan, walked, stub, names, verdict
-                ),
-            )
+            if plan.by_id:
+                ids = [cast(uuid.UUID, key) for key, _s, _e, _a in walked.entries]
+                knowing_ids(
+                    session,
+                    ctx,
+                    ids,
+                    lambda known: self._decide(session, known, header, frame, plan, walked, stub),
+                )
+            else:
+                self._decide(session, ctx, header, frame, plan, walked, stub)
         except NotReady:  # raised by the first check, before anything was recorded
             refuse_not_ready(session)
+
+    def _decide(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        plan: EntryPlan,
+        walked: WalkedEntries,
+        stub: KioBody,
+    ) -> None:
+        """Each distinct name once (refCount = its entries), a slice per turn."""
+        names: list[str | None]
+        if plan.by_id:
+            ids = [cast(uuid.UUID, key) for key, _s, _e, _a in walked.entries]
+            resolved = ctx.topic_names_of(ids)
+            names = [resolved[i] for i in ids]
+        else:
+            names = [cast(str, key) for key, _s, _e, _a in walked.entries]
+        counts: dict[str, int] = {}
+        for name in names:
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
+        self.decide_names(
+            session,
+            ctx,
+            header,
+            counts,
+            lambda verdict: self._split(session, header, frame, plan, walked, stub, names, verdict),
+        )
 
     def _split(
         self,
@@ -277,16 +339,23 @@ class EntriesAsBytes(PerEntry):
         names: list[str | None],
         verdict: dict[str, bool],
     ) -> None:
-        allowed, denied, _unknown = partition_by_verdict(walked.entries, names, verdict)
-        if not denied:
+        allowed, denied, unknown = partition_by_verdict(walked.entries, names, verdict)
+        if not denied and not unknown:
             forward(session, header, frame)
             return
-        marked = self._marked(header, plan, walked, denied[0])
         items = b"".join([rendered for _n, _s, _e, rendered in denied])
+        if unknown:  # as the decoding path answers them: after the denied ones
+            assert plan.unknown_walk is not None  # only entries named by id are unknown
+            walk, buf = plan.unknown_walk, walked.buf
+            items += b"".join([walk(buf, start, end)[0] for _n, start, end, _a in unknown])
+        first = denied[0] if denied else unknown[0]
+        code = DENIED_CODE[self.resource_type] if denied else ErrorCode.unknown_topic_id
+        marked = self._marked(header, plan, walked, first, code)
+        count = len(denied) + len(unknown)
         if not allowed and not self.forward_empty:
-            session.respond(header, self.all_denied(header, stub, marked, len(denied), items))
+            session.respond(header, self.all_denied(header, stub, marked, count, items))
             return
-        spliced = (self.response_array, marked, items, len(denied))
+        spliced = (self.response_array, marked, items, count)
         forward(
             session,
             header,
@@ -299,13 +368,15 @@ class EntriesAsBytes(PerEntry):
         header: RequestHeader,
         plan: EntryPlan,
         walked: WalkedEntries,
-        entry: tuple[str, int, int, bytes],
+        entry: Entry,
+        code: ErrorCode,
     ) -> KioBody:
-        """The answer's entry for a request entry named NAME_MARK, shaped as `entry`
-        (found nowhere else in an answer: base.spliced_answer looks for it)."""
+        """The answer's entry for a request entry named NAME_MARK (or ID_MARK), shaped as
+        `entry` with `code` (found nowhere else in an answer: base.spliced_answer)."""
         one = decode_request(_spliced(walked, plan.flexible, [entry]), header)
         first = getattr(one, self.array)[0]
-        return self.error_entry(header, dataclasses.replace(first, **{plan.name_field: NAME_MARK}))
+        mark = ID_MARK if plan.by_id else NAME_MARK
+        return self.error_entry(header, dataclasses.replace(first, **{plan.name_field: mark}), code)
 
     def _whole_denied(self, header: RequestHeader, walked: WalkedEntries, code: Any) -> bytes:
         """The answer to a request whose `pre` check was denied, rendered from its bytes:

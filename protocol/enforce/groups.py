@@ -25,6 +25,7 @@ from aclgate.protocol.enforce.base import (
     merged_response,
     reencode_request,
     refuse_not_ready,
+    splice_marked,
     spliced_answer,
     then_addresses,
 )
@@ -44,7 +45,7 @@ from aclgate.protocol.enforce.regexsub import (
     unwrap,
     wrap,
 )
-from aclgate.protocol.enforce.slices import decide_each
+from aclgate.protocol.enforce.slices import decide_each, in_turns
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
@@ -555,16 +556,67 @@ def describe_groups(
     rewrite: GroupsRewrite,
     wants_ops: bool | None,
 ) -> None:
-    """DescribeGroups and ConsumerGroupDescribe: DESCRIBE per group; denied groups get error
-    entries, the rest go upstream and the answer is rewritten (authorized operations for the
-    client; `wants_ops=False` with nothing denied forwards untouched, None always rewrites)."""
+    """DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe:
+    DESCRIBE per group (a slice per turn past slices.DECISIONS_PER_TURN); denied groups get
+    error entries, rendered as bytes (issue 20: 95,000 denied groups in 1 MiB took 1.4 s as
+    kio objects), the rest go upstream and the answer is rewritten (authorized operations for
+    the client; `wants_ops=False` with nothing denied forwards untouched, None always
+    rewrites)."""
     groups = getattr(request, handler.array)
-    allowed, denied, _ = handler.split(ctx, header, groups)
-    errors = tuple(handler.error_entry(header, g) for g in denied)
+    handler.split_in_turns(
+        session,
+        ctx,
+        header,
+        groups,
+        lambda parts: _groups_described(
+            handler, session, ctx, header, frame, request, rewrite, wants_ops, parts
+        ),
+    )
+
+
+def _groups_described(
+    handler: PerEntry,
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    frame: Frame,
+    request: KioBody,
+    rewrite: GroupsRewrite,
+    wants_ops: bool | None,
+    parts: tuple[list[KioBody], list[KioBody], list[KioBody]],
+) -> None:
+    allowed, denied, _ = parts
     if wants_ops is False and not denied:
         forward(session, header, frame)
         return
+    in_turns(
+        session,
+        handler.rendering(header, denied),
+        lambda rendered: _groups_rendered(
+            handler, session, ctx, header, frame, request, rewrite, allowed, denied, rendered
+        ),
+    )
+
+
+def _groups_rendered(
+    handler: PerEntry,
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    frame: Frame,
+    request: KioBody,
+    rewrite: GroupsRewrite,
+    allowed: list[KioBody],
+    denied: list[KioBody],
+    rendered: tuple[KioBody, bytes] | None,
+) -> None:
     if not allowed:
+        if rendered is not None:
+            marked, items = rendered
+            empty = dataclasses.replace(request, **{handler.array: ()})
+            session.respond(header, handler.all_denied(header, empty, marked, len(denied), items))
+            return
+        errors = tuple(handler.error_entry(header, g) for g in denied)
         answer(session, header, error_body(header, request, ErrorCode.none, groups=errors))
         return
     if denied:
@@ -572,7 +624,30 @@ def describe_groups(
             frame, header, dataclasses.replace(request, **{handler.array: tuple(allowed)})
         )
     ops = bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
-    forward(session, header, frame, WithState(rewrite, (errors, ops)))
+    if rendered is None:
+        errors = tuple(handler.error_entry(header, g) for g in denied)
+        forward(session, header, frame, WithState(rewrite, (errors, ops)))
+        return
+    marked, items = rendered
+    forward(
+        session,
+        header,
+        frame,
+        WithState(_spliced_groups, (rewrite, marked, ops, items, len(denied))),
+    )
+
+
+def _spliced_groups(
+    session: ProxySession,
+    slot: Slot,
+    frame: Frame,
+    state: tuple[GroupsRewrite, KioBody, bool, bytes, int],
+) -> bytes:
+    """`rewrite` with the denied groups as one marked entry, which the rendered entries
+    then replace (base.splice_marked)."""
+    rewrite, marked, ops, items, count = state
+    out = rewrite(session, slot, frame, ((marked,), ops))
+    return splice_marked(out, slot, "groups", marked, items, count)
 
 
 class DescribeGroupsHandler(PerEntry):

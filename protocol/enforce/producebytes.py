@@ -28,7 +28,7 @@ import struct
 import uuid
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar, cast
+from typing import NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.serial.readers import read_unsigned_varint
@@ -36,6 +36,7 @@ from kio.serial.readers import read_unsigned_varint
 from aclgate.protocol.codec import encode_entity, frame_with_size
 from aclgate.protocol.enforce.build import NAME_MARK, Aliases, build
 from aclgate.protocol.enforce.fetchpeek import topic_uuid
+from aclgate.protocol.enforce.slices import at_once
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.lengths import length_prefix
@@ -104,15 +105,7 @@ def walking(frame: Frame, header: RequestHeader) -> Generator[None, None, Walked
 
 def walk_produce(frame: Frame, header: RequestHeader) -> WalkedProduce | None:
     """`walking`, all at once."""
-    return _at_once(walking(frame, header))
-
-
-def _at_once(work: Generator[None, None, T]) -> T:
-    while True:
-        try:
-            next(work)
-        except StopIteration as done:
-            return cast(T, done.value)
+    return at_once(walking(frame, header))
 
 
 def _length(frame: Frame, pos: int, flexible: bool, legacy: struct.Struct) -> tuple[int, int]:

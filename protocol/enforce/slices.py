@@ -16,7 +16,7 @@ is not ready raises `NotReady` from the first check, before anything was recorde
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.effects import NextTurn
@@ -90,6 +90,19 @@ def in_turns(
         then(done.value)
         return
     session.wait(NextTurn(), lambda _: in_turns(session, work, then))
+
+
+def at_once(work: Generator[None, None, T]) -> T:
+    """What `work` returns, all its steps run now (for callers outside a session)."""
+    while True:
+        try:
+            next(work)
+        except StopIteration as done:
+            return cast(T, done.value)
+
+
+#: entries rendered as bytes in one turn at most (a few ms)
+RENDERED_PER_TURN = 8_192
 
 
 def decide_names(

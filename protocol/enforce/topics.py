@@ -65,6 +65,9 @@ def resolve(
     out: dict[uuid.UUID, str | None] = {}
     missing = set()
     for topic_id in ids:
+        if topic_id is None or topic_id == ZERO:  # names no topic: unknown, as Kafka answers
+            out[topic_id] = None
+            continue
         name = found.get(topic_id) if found else None
         if name is None:
             name = cache.name(topic_id)

@@ -14,6 +14,7 @@ topics are, is answered without one kio entry per topic, a slice of entries per 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from aclgate.authz.model import AclBinding
 from aclgate.authz.model import ResourceType as RT
 from aclgate.protocol import codec
+from aclgate.protocol.effects import LookUpTopicIds
 from aclgate.protocol.enforce import base, entrybytes
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.entrybytes import ENTRIES_PER_TURN, EntriesAsBytes, entry_plan
@@ -135,3 +137,83 @@ def test_an_offset_commit_at_its_limit_builds_no_entry_per_topic(group_allowed, 
     assert {t.partitions[0].error_code for t in answer.topics} == {code}
     assert answer.topics[-1].name == f"t{AT_LIMIT - 1:08d}"
     assert built[0] <= 2
+
+
+IDS = {name: uuid.UUID(int=i + 1) for i, name in enumerate(("ok", "no", "gone"))}
+
+
+def offset_commit_v10(topics: list[tuple[str, list[int]]], group: str = "g") -> bytes:
+    mod = module(8, 10)
+    entries = tuple(
+        mod.OffsetCommitRequestTopic(
+            topic_id=IDS[name],
+            partitions=tuple(
+                mod.OffsetCommitRequestPartition(
+                    partition_index=p,
+                    committed_offset=1,
+                    committed_leader_epoch=-1,
+                    committed_metadata=None,
+                )
+                for p in partitions
+            ),
+        )
+        for name, partitions in topics
+    )
+    body = request_entity(8, 10, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                          group_instance_id=None, topics=entries)  # fmt: skip
+    return codec.encode_request(1, body, "c")
+
+
+def _run_by_id(frame: bytes, acls: list[AclBinding], as_bytes: bool, patch) -> Any:
+    decoded: list[int] = []
+    with patch.context() as m:
+        m.setattr(entrybytes, "ENTRY_BYTES_FROM", 0 if as_bytes else 1 << 30)
+        dispatch = base.ApiHandler.dispatch
+        m.setattr(base.ApiHandler, "dispatch", lambda *a: decoded.append(1) or dispatch(*a))
+        session, io, sink = _session(acls, auto_turns=True)
+        for name in ("ok", "no"):
+            session.context.policy.topic_ids.learn(IDS[name], name)
+        session.client_data(frame)
+        for token, effect in list(io.effects):
+            if isinstance(effect, LookUpTopicIds):  # "gone" is unknown to the cluster too
+                session.resume(token, {})
+        assert bool(decoded) != as_bytes
+        sent = bytes(io.upstream)
+        if sent:
+            header = parse_request_header(memoryview(sent))
+            request = codec.decode_request(memoryview(sent), header)
+            cls = response_class(header.api_key, header.api_version)
+            mirrored = build(cls, ErrorCode.none, request, TABLE[8].handler.aliases)
+            session.upstream_data(codec.encode_response(header.correlation_id, mirrored))
+    decisions = [(r.resource_type, r.resource_name, r.outcome.allowed) for r in sink.records]
+    return sent, bytes(io.client), io.closed, decisions
+
+
+TOPIC_OK = dataclasses.replace(GROUPS_ALLOWED[0], resource_type=RT.TOPIC, resource_name="ok")
+
+
+@pytest.mark.parametrize(
+    "acls",
+    [[], GROUPS_ALLOWED, [*GROUPS_ALLOWED, TOPIC_OK]],
+    ids=["group denied", "topics denied", "one topic allowed"],
+)
+@pytest.mark.parametrize(
+    "topics",
+    [
+        [("ok", [0, 1]), ("no", [2]), ("gone", [0])],
+        [("no", [0]), ("gone", [1, 2])],
+        [("gone", [0])],
+    ],
+    ids=["ok-no-gone", "no-gone", "gone"],
+)
+def test_offset_commit_by_topic_id_takes_the_byte_path_as_the_decoding_one(
+    acls, topics, monkeypatch
+) -> None:
+    """OffsetCommit v10 names topics by id: known ones decided by name, unknown ones
+    (looked up first) answered UNKNOWN_TOPIC_ID after the denied ones, on both paths."""
+    frame = offset_commit_v10(topics)
+    plan = entry_plan(TABLE[8].handler, 8, 10)
+    assert plan is not None and plan.by_id
+    as_bytes = _run_by_id(frame, acls, True, monkeypatch)
+    assert as_bytes == _run_by_id(frame, acls, False, monkeypatch)
+    assert as_bytes[2] is None and (as_bytes[0] or as_bytes[1])

@@ -185,3 +185,18 @@ def test_a_request_of_55_000_denied_topics_builds_no_entry_per_topic(monkeypatch
         ErrorCode.topic_authorization_failed
     }
     assert built[0] <= 2  # the templates, not one per topic
+
+
+def test_a_zero_topic_id_is_answered_unknown_as_kafka_does(monkeypatch) -> None:
+    """Kafka (KafkaApis.handleProduceRequest): a v13 topic whose id is ZERO has the empty
+    name, so UNKNOWN_TOPIC_ID. Before: NeedTopicIds, the connection closed as an internal
+    error, on both paths."""
+    monkeypatch.setitem(IDS, "zero", uuid.UUID(int=0))
+    frame = produce(13, [("zero", [0]), ("ok", [0])])
+    walked = _run(frame, True, monkeypatch)
+    assert walked == _run(frame, False, monkeypatch)
+    assert walked[2] is None  # not closed
+    answer = codec.decode_response(walked[1], 0, 13)
+    codes = {r.topic_id.int if r.topic_id else 0: r.partition_responses[0].error_code
+             for r in answer.responses}  # fmt: skip
+    assert codes[0] == ErrorCode.unknown_topic_id

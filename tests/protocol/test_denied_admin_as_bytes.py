@@ -27,7 +27,7 @@ from aclgate.protocol.enforce.table import request_limits
 from aclgate.protocol.versions import response_class, response_module
 from bench.loop_stall import entries_at_limit
 from tests.fixtures.rawclient import module, request_entity
-from tests.protocol.test_denied_entries_as_bytes import _counting
+from tests.protocol.test_denied_entries_as_bytes import _counting, _not_rendered
 from tests.protocol.test_request_limits import _session
 
 NAMES = ("t0", "t1", "t0", "ünïcode-名前", "x" * 200)
@@ -122,6 +122,7 @@ def test_denied_delete_groups_answer_is_the_one_built_entry_by_entry(version, mo
     frame = codec.encode_request(7, request_entity(42, version, groups_names=NAMES))
     now = _answer(frame)
     monkeypatch.setattr(base.PerEntry, "denied_items", lambda *_: None)  # entry by entry
+    monkeypatch.setattr(base.PerEntry, "rendering", _not_rendered)
     assert now == _answer(frame)
 
 

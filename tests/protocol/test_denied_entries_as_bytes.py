@@ -111,6 +111,12 @@ def _request(api_key: int, version: int, handler: base.PerEntry) -> bytes:
     return codec.encode_request(11, request)
 
 
+def _not_rendered(*_: Any) -> Iterator[None]:
+    """PerEntry.rendering that renders nothing: the answer is built entry by entry."""
+    return None
+    yield
+
+
 def _answers(
     frame: bytes, acls: list[AclBinding], patch: pytest.MonkeyPatch, handler: base.PerEntry
 ) -> list[bytes]:
@@ -121,6 +127,7 @@ def _answers(
         with patch.context() as m:
             if kio_path:
                 m.setattr(base.PerEntry, "denied_items", lambda *_: None)
+                m.setattr(base.PerEntry, "rendering", _not_rendered)
             session, io = _session(acls)
             session.client_data(frame)
             if io.upstream:
@@ -151,6 +158,47 @@ def test_denied_per_entry_answer_is_the_one_kio_builds(api_key, version, handler
         _request(api_key, version, handler), POLICIES[policy], pytest.MonkeyPatch(), handler
     )
     assert now == entry_by_entry
+
+
+GROUP_T1_ALLOWED = AclBinding(ResourceType.GROUP, "t1", PatternType.LITERAL, "User:ANONYMOUS",
+                              "*", AclOperation.ALL, AclPermissionType.ALLOW)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "api_key,version,handler",
+    [
+        pytest.param(k, v, h, id=f"{k}v{v}")
+        for k, v, h in _cases()
+        if h.resource_type == ResourceType.GROUP
+    ],
+)
+def test_denied_groups_beside_an_allowed_one_are_the_entries_kio_builds(api_key, version, handler):
+    """The describe-group APIs with one group allowed: the broker's answer for it merged with
+    the denied groups' entries rendered as bytes (base.splice_marked), as kio builds them."""
+    frame = _request(api_key, version, handler)
+    out = []
+    for kio_path in (False, True):
+        with pytest.MonkeyPatch().context() as m:
+            if kio_path:
+                m.setattr(base.PerEntry, "rendering", _not_rendered)
+            session, io = _session([GROUP_T1_ALLOWED])
+            session.client_data(frame)
+            forwarded = bytes(io.upstream)
+            header = parse_request_header(memoryview(forwarded))
+            item = base._array_item(response_class(api_key, version), handler.response_array)
+            entry = dataclasses.replace(
+                _sample(item, None), **{handler.entry_key: "t1", "error_code": ErrorCode.none}
+            )
+            body = dataclasses.replace(
+                _sample(response_class(api_key, version), None),
+                **{handler.response_array: (entry,)},
+            )
+            session.upstream_data(codec.encode_response(header.correlation_id, body))
+            out.append(bytes(io.client))
+    assert out[0] == out[1]
+    entries = getattr(codec.decode_response(out[0], api_key, version), handler.response_array)
+    assert [getattr(e, handler.entry_key) for e in entries].count("t1") == 1
+    assert len(entries) == len(NAMES)
 
 
 def _metadata(version: int, names: tuple[str, ...]) -> bytes:
