@@ -233,8 +233,9 @@ class ProxyConfig:
         parse=parse_request_limit,
         metavar="API=BYTES",
         help="largest request of one API, e.g. AlterPartitionReassignments=16MiB (repeatable); "
-        "default 1MiB, JoinGroup 8MiB, while Produce, Fetch, ShareFetch, ShareAcknowledge and "
-        "SyncGroup have only --max-frame-bytes (Kafka has no per-API limit; docs/apis.md)",
+        "default 1MiB (less for some APIs, e.g. Fetch 512KiB, Metadata 256KiB), JoinGroup 8MiB, "
+        "while Produce and SyncGroup have only --max-frame-bytes (Kafka has no per-API limit; "
+        "every API's limit: docs/apis.md)",
     )
     max_in_flight: int = _setting(
         1000,

@@ -802,13 +802,20 @@ def splice_marked(
     array's count made right."""
     body = decode_response(out, slot.api_key, slot.api_version)
     entries = tuple(getattr(body, array))
-    before = entries[: entries.index(marked)]
     flexible = type(body).__flexible__
     whole = bytes(out)
-    item = encode_entity(marked)
+    item = encode_entity(marked)  # compared as bytes: kio reads a zero UUID back as None
+    before = 0
+    for entry in entries:
+        encoded = encode_entity(entry)
+        if encoded == item:
+            break
+        before += len(encoded)
+    else:
+        raise ValueError(f"the marked entry is not in the answer's {array}")
     at = whole.index(item, 4)
     prefix = length_prefix(len(entries), flexible)
-    start = at - sum(len(encode_entity(e)) for e in before) - len(prefix)
+    start = at - before - len(prefix)
     assert whole[start : start + len(prefix)] == prefix, "the array's count is where it must be"
     return frame_with_size(
         whole[4:start]

@@ -218,8 +218,9 @@ class DescribeConfigsHandler(ApiHandler):
         for resource in request.resources:
             target = config_target(resource.resource_type, resource.resource_name)
             if target is None:  # Kafka throws InvalidRequestException: the whole request fails
-                if ctx.enforcing:
-                    answer(session, header, self._all_invalid(header, request))
+                if ctx.enforcing:  # every resource 42, rendered as bytes (issue 20)
+                    invalid = [(r, INVALID) for r in request.resources]
+                    session.respond(header, _all_denied(header, request, mod, invalid))
                 else:  # dry-run: untouched, the broker answers the same
                     forward(session, header, frame)
                 return
@@ -241,12 +242,6 @@ class DescribeConfigsHandler(ApiHandler):
             forward(session, header, body)
             return
         forward(session, header, body, WithState(_describe_configs_answer, tuple(errors)))
-
-    @staticmethod
-    def _all_invalid(header: RequestHeader, request: DescribeConfigsRequest) -> KioBody:
-        mod = response_module(header.api_key, header.api_version)
-        results = tuple(_describe_error(mod, r, INVALID) for r in request.resources)
-        return error_body(header, request, ErrorCode.none, results=results)
 
 
 def _all_denied(

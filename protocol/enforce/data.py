@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i32Timedelta
 
 from aclgate.authz.model import AclOperation, ResourceType
-from aclgate.protocol.codec import decode_request, encode_response
+from aclgate.protocol.codec import decode_request, encode_response, frame_with_size
 from aclgate.protocol.enforce.base import (
     ApiHandler,
     KioBody,
@@ -37,8 +37,17 @@ from aclgate.protocol.enforce.base import (
     spliced_answer,
     spliced_merge_rewriter,
 )
-from aclgate.protocol.enforce.build import build
+from aclgate.protocol.enforce.build import NAME_MARK, build
 from aclgate.protocol.enforce.context import AuthContext, NotReady
+from aclgate.protocol.enforce.entrybytes import (
+    ENTRY_BYTES_FROM,
+    Entry,
+    EntryPlan,
+    EntrySpec,
+    WalkedEntries,
+    entry_plan,
+)
+from aclgate.protocol.enforce.entrybytes import walking as walking_entries
 from aclgate.protocol.enforce.fetchpeek import (
     IdFetchTopic,
     NamedFetchTopic,
@@ -56,6 +65,7 @@ from aclgate.protocol.enforce.fetchsessions import (
 )
 from aclgate.protocol.enforce.peek import peek_produce
 from aclgate.protocol.enforce.producebytes import (
+    ID_MARK,
     TopicTemplate,
     WalkedProduce,
     WalkedTopic,
@@ -67,6 +77,7 @@ from aclgate.protocol.enforce.protected import cluster_grant_excludes
 from aclgate.protocol.enforce.slices import decide_names, in_turns
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.lengths import length_prefix
 from aclgate.protocol.routing import rewriter_for
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.shapes.requests import ProduceRequest, ProduceRequestTopicData
@@ -445,6 +456,23 @@ class ProduceHandler(ApiHandler):
         return tuple(build(cls, code, e, self.aliases) for e in entries)
 
 
+def _fetch_with(plan: EntryPlan, walked: WalkedEntries, kept: list[Entry]) -> bytes:
+    """The walked Fetch request with only the topics `kept` (their bytes as they came) and
+    no forgotten topics, as `_full_decoded` sends it."""
+    buf, flexible = walked.buf, plan.flexible
+    after = [
+        length_prefix(0, flexible) if field.name == "forgotten_topics_data" else buf[start:end]
+        for field, start, end in zip(plan.after, walked.after_at, walked.after_at[1:], strict=False)
+    ]
+    return frame_with_size(
+        buf[4 : walked.array_at]
+        + length_prefix(len(kept), flexible)
+        + b"".join([buf[start:end] for _k, start, end, _r in kept])
+        + b"".join(after)
+        + buf[walked.after_at[-1] :]
+    )
+
+
 def _forward_whole(session: ProxySession, header: RequestHeader, frame: Frame, acks: int) -> None:
     """The request as it came: with acks=0 the broker sends no answer to wait for."""
     if acks == 0:
@@ -459,6 +487,15 @@ def _unanswered(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
 
 
 # ------------------------------------------------------------------------------------ Fetch
+
+#: Fetch's topics answered per topic by protocol/enforce/entrybytes.py (as `_errors` builds)
+FETCH_TOPICS = EntrySpec(
+    "topics",
+    "responses",
+    TOPIC,
+    name=lambda topic: topic.topic,
+    aliases={"partition_index": "partition", "partitions": "partitions"},
+)
 
 #: (session_id offset, session_epoch offset) in the body, by version (docs/design.md, "Fetch
 #: sessions")
@@ -612,9 +649,43 @@ class FetchHandler(ApiHandler):
         if not denied and not unknown:
             forward(session, header, self._patched(frame, header, request, own, FINAL_EPOCH))
             return
+        plan = (
+            entry_plan(FETCH_TOPICS, header.api_key, header.api_version)
+            if len(frame) >= ENTRY_BYTES_FROM
+            else None
+        )
+        if plan is not None:
+            topics = request.topics
+            at = {id(t): i for i, t in enumerate(topics)}
+            picked = (
+                [at[id(t)] for t in allowed],
+                [at[id(t)] for t in denied],
+                [at[id(t)] for t in unknown],
+            )
+            in_turns(
+                session,
+                walking_entries(plan, frame, header),
+                lambda walked: self._full_as_bytes(
+                    session, header, frame, request, plan, walked, picked, own
+                ),
+            )
+            return
         request, (allowed, denied, unknown) = decoded(
             frame, header, request, allowed, denied, unknown
         )
+        self._full_decoded(session, header, frame, request, allowed, denied, unknown, own)
+
+    def _full_decoded(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: FetchRequest,
+        allowed: Sequence[FetchTopic],
+        denied: Sequence[FetchTopic],
+        unknown: Sequence[FetchTopic],
+        own: int,
+    ) -> None:
         errors = self._errors(header, denied, ErrorCode.topic_authorization_failed)
         errors += self._errors(header, unknown, ErrorCode.unknown_topic_id)
         if not allowed and not own:
@@ -629,6 +700,51 @@ class FetchHandler(ApiHandler):
             changes.update(session_id=own, session_epoch=FINAL_EPOCH, forgotten_topics_data=())
         stripped = reencode_request(frame, header, dataclasses.replace(request, **changes))
         forward(session, header, stripped, WithState(merge_rewriter, ("responses", errors)))
+
+    def _full_as_bytes(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: FetchRequest | PeekedFetch,
+        plan: EntryPlan,
+        walked: WalkedEntries | None,
+        picked: tuple[list[int], list[int], list[int]],
+        own: int,
+    ) -> None:
+        """`_full` for a large request (issue 20: 12,000 denied topics in 1 MiB took 0.5 s as
+        kio objects): the topics walked in place (protocol/enforce/entrybytes.py), the
+        denied ones answered from their rendered bytes, the allowed ones' bytes spliced into
+        the request forwarded."""
+        if walked is None:  # what the walk does not follow: decoded, as before
+            full, _ = decoded(frame, header, request)
+            kept, refused, unnamed = ([full.topics[i] for i in part] for part in picked)
+            self._full_decoded(session, header, frame, full, kept, refused, unnamed, own)
+            return
+        allowed, denied, unknown = ([walked.entries[i] for i in part] for part in picked)
+        buf = walked.buf
+        items = b"".join([rendered for _k, _s, _e, rendered in denied])
+        if unknown:
+            assert plan.unknown_walk is not None  # unknown: only topics named by id
+            unknown_walk = plan.unknown_walk
+            items += b"".join([unknown_walk(buf, start, end)[0] for _k, start, end, _r in unknown])
+        first = denied[0] if denied else unknown[0]
+        one = decode_request(_fetch_with(plan, walked, [first]), header)
+        mark = {"topic_id": ID_MARK} if plan.by_id else {"topic": NAME_MARK}
+        code = ErrorCode.topic_authorization_failed if denied else ErrorCode.unknown_topic_id
+        marked = self._errors(header, [dataclasses.replace(one.topics[0], **mark)], code)[0]
+        count = len(denied) + len(unknown)
+        if not allowed and not own:
+            stub = decode_request(_fetch_with(plan, walked, []), header)
+            body = error_body(header, stub, ErrorCode.none, responses=(marked,), session_id=0)
+            session.respond(
+                header, spliced_answer(header.correlation_id, body, marked, count, items)
+            )
+            return
+        stripped = _fetch_with(plan, walked, allowed)
+        stripped = bytes(self._patched(stripped, header, request, own, FINAL_EPOCH))
+        spliced = ("responses", marked, items, count)
+        forward(session, header, stripped, WithState(spliced_merge_rewriter, spliced))
 
     @staticmethod
     def _still_allowed(ctx: AuthContext, header: RequestHeader, held: Held, version: int) -> bool:

@@ -31,7 +31,7 @@ import types
 import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import Entity
@@ -51,7 +51,7 @@ from aclgate.protocol.enforce.base import (
     refuse_not_ready,
     spliced_merge_rewriter,
 )
-from aclgate.protocol.enforce.build import NAME_MARK
+from aclgate.protocol.enforce.build import NAME_MARK, Aliases
 from aclgate.protocol.enforce.context import AuthContext, NotReady
 from aclgate.protocol.enforce.denied_bytes import (
     Mirror,
@@ -111,12 +111,43 @@ class WalkedEntries:
     array_end: int
     #: per entry: (name, or topic id; start, end, its denied answer)
     entries: list[Entry]
+    #: where each field after the array starts, then where the request's tags start
+    after_at: list[int] = dataclasses.field(default_factory=list)
 
 
 _PLANS: dict[tuple[int, int, int], EntryPlan | None] = {}
 
 
-def entry_plan(handler: PerEntry, api_key: int, api_version: int) -> EntryPlan | None:
+class EntrySource(Protocol):
+    """What a plan is compiled from: a `PerEntry` row, or `EntrySpec` (Fetch's topics)."""
+
+    @property
+    def array(self) -> str: ...
+    @property
+    def response_array(self) -> str: ...
+    @property
+    def resource_type(self) -> ResourceType: ...
+    @property
+    def aliases(self) -> Aliases | None: ...
+    @property
+    def entry_overrides(self) -> dict[str, Any]: ...
+    @property
+    def name(self) -> Callable[[Any], str | None]: ...
+
+
+@dataclass(frozen=True, eq=False)
+class EntrySpec:
+    """An entry array answered per entry outside the API table's PerEntry rows."""
+
+    array: str
+    response_array: str
+    resource_type: ResourceType
+    name: Callable[[Any], str | None]
+    aliases: Aliases | None = None
+    entry_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def entry_plan(handler: EntrySource, api_key: int, api_version: int) -> EntryPlan | None:
     """The plan of `handler`'s request at this version, compiled once; None when its shape
     is not one this path follows (the decoding path serves it)."""
     key = (id(handler), api_key, api_version)
@@ -128,7 +159,7 @@ def entry_plan(handler: PerEntry, api_key: int, api_version: int) -> EntryPlan |
     return _PLANS[key]
 
 
-def _compile(handler: PerEntry, api_key: int, api_version: int) -> EntryPlan | None:
+def _compile(handler: EntrySource, api_key: int, api_version: int) -> EntryPlan | None:
     request: type[Entity] = request_class(api_key, api_version)
     fields = _request_plan(request)
     names = [name for name, _how, _type in fields]
@@ -169,7 +200,7 @@ def _compile(handler: PerEntry, api_key: int, api_version: int) -> EntryPlan | N
     )
 
 
-def _named_by_id(handler: PerEntry, fields: dict[str, tuple[arrays.Field, str]]) -> bool:
+def _named_by_id(handler: EntrySource, fields: dict[str, tuple[arrays.Field, str]]) -> bool:
     """Entries naming their topic by its id, in their first field (OffsetCommit v10)."""
     first = next(iter(fields), None)
     return (
@@ -179,7 +210,7 @@ def _named_by_id(handler: PerEntry, fields: dict[str, tuple[arrays.Field, str]])
     )
 
 
-def _name_field(handler: PerEntry, entry: type) -> str | None:
+def _name_field(handler: EntrySource, entry: type) -> str | None:
     """The field `handler.name` reads an entry's name from (asked of a stand-in entry)."""
     stand_in = types.SimpleNamespace(**{f.name: f"\0{f.name}" for f in dataclasses.fields(entry)})
     try:
@@ -218,18 +249,21 @@ def walking(
             add((key, pos, after, rendered))
             pos = after
         array_end = pos
+        after_at: list[int] = []
         for field in plan.after:
+            after_at.append(pos)
             pos = arrays.read_field(field, flexible, buf, pos, end)
+        after_at.append(pos)
         if flexible:
             pos = arrays.skip_tags(plan.tagged, buf, pos, end, True)
         if pos > end:
             return None
     except (*DECODE_ERRORS, UnicodeDecodeError, MalformedRequest):
         return None
-    return WalkedEntries(buf, array_at, array_end, entries)
+    return WalkedEntries(buf, array_at, array_end, entries, after_at)
 
 
-def _spliced(walked: WalkedEntries, flexible: bool, kept: list[Entry]) -> bytes:
+def splice_entries(walked: WalkedEntries, flexible: bool, kept: list[Entry]) -> bytes:
     """The request with only the entries `kept` (their bytes as they came)."""
     buf = walked.buf
     return frame_with_size(
@@ -269,7 +303,7 @@ class EntriesAsBytes(PerEntry):
         if walked is None:
             super().__call__(session, header, frame)
             return
-        stub = decode_request(_spliced(walked, plan.flexible, []), header)
+        stub = decode_request(splice_entries(walked, plan.flexible, []), header)
         ctx = session.context
         try:
             denied_pre = first_denied(ctx, header, stub, self.pre)
@@ -359,7 +393,7 @@ class EntriesAsBytes(PerEntry):
         forward(
             session,
             header,
-            _spliced(walked, plan.flexible, allowed),
+            splice_entries(walked, plan.flexible, allowed),
             WithState(spliced_merge_rewriter, spliced),
         )
 
@@ -373,7 +407,7 @@ class EntriesAsBytes(PerEntry):
     ) -> KioBody:
         """The answer's entry for a request entry named NAME_MARK (or ID_MARK), shaped as
         `entry` with `code` (found nowhere else in an answer: base.spliced_answer)."""
-        one = decode_request(_spliced(walked, plan.flexible, [entry]), header)
+        one = decode_request(splice_entries(walked, plan.flexible, [entry]), header)
         first = getattr(one, self.array)[0]
         mark = ID_MARK if plan.by_id else NAME_MARK
         return self.error_entry(header, dataclasses.replace(first, **{plan.name_field: mark}), code)

@@ -45,7 +45,7 @@ from aclgate.protocol.enforce.regexsub import (
     unwrap,
     wrap,
 )
-from aclgate.protocol.enforce.slices import decide_each, in_turns
+from aclgate.protocol.enforce.slices import decide_each, decide_names, in_turns
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
@@ -738,25 +738,49 @@ class FindCoordinatorHandler(ApiHandler):
                     error_body(header, request, DENIED_CODE[rtype], node_id=-1, host="", port=-1),
                 )
             return
-        verdict = {
-            k: ctx.check(header, operation, rtype, k)
-            for k in dict.fromkeys(request.coordinator_keys)
-        }
-        allowed = [k for k in request.coordinator_keys if verdict[k]]
-        denied = [k for k in request.coordinator_keys if not verdict[k]]
+        keys = request.coordinator_keys
+        decide_names(  # each distinct key once, a slice per turn (95,000 keys fit in 1 MiB)
+            session,
+            ctx,
+            header,
+            operation,
+            rtype,
+            dict.fromkeys(keys, 1),
+            True,
+            lambda verdict: self._keys_decided(session, header, frame, request, rtype, verdict),
+        )
+
+    def _keys_decided(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,
+        rtype: ResourceType,
+        verdict: dict[str, bool],
+    ) -> None:
+        keys = request.coordinator_keys
+        allowed = [k for k in keys if verdict[k]]
+        denied = [k for k in keys if not verdict[k]]
         if not denied:
             forward(session, header, frame)
             return
-        errors = self._key_errors(header, denied, DENIED_CODE[rtype])
+        # the denied keys' entries rendered as bytes from one template (issue 20)
+        marked = self._key_errors(header, [NAME_MARK], DENIED_CODE[rtype])[0]
+        template = NamedEntry(marked)
+        items = b"".join([template.render(k) for k in denied])
         if not allowed:
-            answer(
-                session, header, error_body(header, request, ErrorCode.none, coordinators=errors)
+            empty = dataclasses.replace(request, coordinator_keys=())
+            one = error_body(header, empty, ErrorCode.none, coordinators=(marked,))
+            session.respond(
+                header, spliced_answer(header.correlation_id, one, marked, len(denied), items)
             )
             return
         stripped = reencode_request(
             frame, header, dataclasses.replace(request, coordinator_keys=tuple(allowed))
         )
-        forward(session, header, stripped, WithState(_merge_coordinators, errors))
+        state = (marked, items, len(denied))
+        forward(session, header, stripped, WithState(_merge_coordinators, state))
 
     @staticmethod
     def _key_errors(
@@ -772,16 +796,20 @@ class FindCoordinatorHandler(ApiHandler):
 
 
 def _merge_coordinators(
-    session: ProxySession, slot: Slot, frame: Frame, errors: tuple[KioBody, ...]
+    session: ProxySession, slot: Slot, frame: Frame, state: tuple[KioBody, bytes, int]
 ) -> bytes:
+    """The broker's coordinators, addresses rewritten, then the denied keys' entries (one
+    marked entry in the answer, replaced by the rendered ones)."""
     from aclgate.protocol.addresses import rewrite_find_coordinator
 
+    marked, items, count = state
     merged = merged_response(
         frame,
         slot,
-        lambda b: dataclasses.replace(b, coordinators=tuple(b.coordinators) + errors),
+        lambda b: dataclasses.replace(b, coordinators=(*b.coordinators, marked)),
     )
-    return rewrite_find_coordinator(merged, slot.api_version, session.config.brokers)
+    out = rewrite_find_coordinator(merged, slot.api_version, session.config.brokers)
+    return splice_marked(out, slot, "coordinators", marked, items, count)
 
 
 # ------------------------------------------------------------------- KIP-848 consumer groups

@@ -359,8 +359,9 @@ def test_denied_create_topics_answer_is_the_one_kio_builds(version):
 
 def test_denied_create_topics_at_its_limit_builds_no_result_per_topic(monkeypatch):
     """Before: one CreatableTopicResult built per refused topic, and the request mirrored
-    once more (52,426 topics: ~760 ms in-process; now ~300 ms)."""
-    count = 52_000
+    once more (52,426 topics: ~760 ms in-process at 1 MiB; CreateTopics' limit is now
+    256 KiB, 13,000 topics)."""
+    count = 13_000
     frame = _create_topics(7, [f"d{i:09d}" for i in range(count)])
     assert len(frame) - 4 <= request_limits()[19]
     built = _counting(monkeypatch, response_module(19, 7).CreatableTopicResult)
@@ -368,7 +369,7 @@ def test_denied_create_topics_at_its_limit_builds_no_result_per_topic(monkeypatc
     session.client_data(frame)
     answer = codec.decode_response(bytes(io.client), 19, 7)
     assert len(answer.topics) == count
-    assert built[0] <= 2  # before: 52,000
+    assert built[0] <= 2  # before: 13,000
 
 
 def test_one_allowed_topic_does_not_bring_back_an_entry_per_denied_one(monkeypatch):

@@ -212,13 +212,15 @@ def test_session_fast_path_checks_the_api_limit_of_a_whole_frame():
     assert io.closed is not None and io.closed[1] == "frame_too_large"
 
 
-def test_limits_cover_the_small_apis_and_leave_data_apis_at_the_global_limit():
+def test_limits_cover_the_small_apis_and_leave_produce_and_sync_group_at_the_global_limit():
     limits = request_limits()
     assert limits[30] == limits[31] == limits[29] == MiB
     assert limits[3] == limits[2] == MiB // 4  # Metadata, ListOffsets: docs/design.md,
     # "Per-API request size limits"
     assert limits[11] == 8 * MiB  # JoinGroup
-    assert not {0, 1, 14, 78, 79} & set(limits)  # Produce, Fetch, SyncGroup, ShareFetch/Ack
+    assert not {0, 14} & set(limits)  # Produce, SyncGroup: record batches, assignments
+    # Fetch, ShareFetch, ShareAcknowledge name partitions: 512 KiB (issue 20's sweep)
+    assert limits[1] == limits[78] == limits[79] == MiB // 2
     assert set(MAX_REQUEST_BYTES) <= set(ALLOWED)
     assert request_limits({30: 4 * MiB, 0: 10})[30] == 4 * MiB
 
