@@ -573,6 +573,8 @@ class ProxySession:
         if not self.closed:
             try:
                 then(result)
+            except MalformedRequest as exc:  # found while its handling went on (a walk)
+                self.fail(f"malformed request: {exc}", "malformed_request")
             except Exception as exc:  # a bug of ours: fail closed rather than hang
                 self.internal_error("a request resumed after a wait", exc)
         if held:

@@ -225,8 +225,10 @@ def _name_field(handler: EntrySource, entry: type) -> str | None:
 def walking(
     plan: EntryPlan, frame: Frame, header: RequestHeader
 ) -> Generator[None, None, WalkedEntries | None]:
-    """The request's entries, `ENTRIES_PER_TURN` a step; None for what the walk leaves to
-    the decoding path."""
+    """The request's entries, `ENTRIES_PER_TURN` a step. A request kio would refuse (a
+    count past the frame, a null array, an unknown tagged field, a non-UTF-8 string) raises
+    MalformedRequest as the walk finds it, as the decoding path closes on it (decoding it to
+    find the same cost 60-125 ms at 1 MiB)."""
     buf = bytes(frame)
     end, flexible = len(buf), plan.flexible
     try:
@@ -237,7 +239,7 @@ def walking(
         count, used = read_length(buf, pos, flexible)
         pos += used
         if count < 0 or count > end - pos:
-            return None
+            raise MalformedRequest(f"{count} entries in {end - pos} remaining bytes")
         entries: list[Entry] = []
         add, walk = entries.append, plan.walk
         by_id = plan.by_id
@@ -257,9 +259,9 @@ def walking(
         if flexible:
             pos = arrays.skip_tags(plan.tagged, buf, pos, end, True)
         if pos > end:
-            return None
-    except (*DECODE_ERRORS, UnicodeDecodeError, MalformedRequest):
-        return None
+            raise MalformedRequest("a field runs past the end of the frame")
+    except (*DECODE_ERRORS, UnicodeDecodeError) as exc:
+        raise MalformedRequest(f"cannot walk the request: {exc!r}") from exc
     return WalkedEntries(buf, array_at, array_end, entries, after_at)
 
 

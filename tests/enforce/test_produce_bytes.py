@@ -28,7 +28,7 @@ from aclgate.protocol.enforce import data
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.enforce.producebytes import walk_produce
 from aclgate.protocol.enforce.slices import DECISIONS_PER_TURN
-from aclgate.protocol.header import parse_request_header
+from aclgate.protocol.header import MalformedRequest, parse_request_header
 from aclgate.protocol.versions import response_module
 from tests.fixtures.rawclient import module, request_entity
 from tests.protocol.test_denied_entries_as_bytes import _counting
@@ -154,13 +154,21 @@ def test_unknown_topic_ids_are_looked_up_then_answered_as_unknown(scenario, monk
     assert ErrorCode.unknown_topic_id.value.to_bytes(2, "big") in walked[1]
 
 
-def test_what_the_walk_does_not_follow_takes_the_decoding_path() -> None:
-    frame = produce(9, [("ok", [0])])
+def test_what_kio_refuses_the_walk_closes_as_malformed_at_once(monkeypatch) -> None:
+    """A tagged field (Produce defines none) or a request cut short: kio refuses it, and so
+    does the walk, as it finds it (before: decoded whole to find the same, 125 ms for a
+    1 MiB request, and Produce has no size limit of its own)."""
+    frame = produce(9, [("ok", [0]), ("no", [1])])
     header = parse_request_header(frame)
     assert walk_produce(frame, header) is not None
-    tagged = frame[:-1] + b"\x01\x00\x00"  # a tagged field on the request
-    assert walk_produce(tagged, header) is None
-    assert walk_produce(frame[:-20], header) is None  # cut short
+    tagged = frame[:-1] + b"\x01\x07\x00"  # a tagged field on the request
+    with pytest.raises(MalformedRequest, match="tagged field"):
+        walk_produce(tagged, header)
+    with pytest.raises(MalformedRequest):
+        walk_produce(frame[:-20], header)
+    for walked in (True, False):  # both paths close it as malformed
+        _sent, answer, closed, _decisions = _run(tagged, walked, monkeypatch)
+        assert answer == b"" and closed is not None and closed[1] == "malformed_request"
 
 
 def test_a_request_of_55_000_denied_topics_builds_no_entry_per_topic(monkeypatch) -> None:
