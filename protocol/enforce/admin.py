@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -21,10 +21,12 @@ from aclgate.protocol.enforce.base import (
     merged_response,
     reencode_request,
     spliced_answer,
+    spliced_merge_rewriter,
 )
 from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
 from aclgate.protocol.enforce.context import NOT_REQUESTED, AuthContext
 from aclgate.protocol.enforce.protected import cluster_grant_excludes
+from aclgate.protocol.enforce.slices import decide_each
 from aclgate.protocol.enforce.topics import ZERO
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
@@ -238,14 +240,41 @@ class DeleteTopicsHandler(ApiHandler):
         id_names = ctx.topic_names_of(ids) if ids else {}
         checked = list(dict.fromkeys([*names, *(n for n in id_names.values() if n is not None)]))
         # DELETE CLUSTER still covers every topic but a protected one
-        described = {
-            n: (cluster and not _protected(ctx, (n,))) or ctx.check(header, DESCRIBE, TOPIC, n)
-            for n in checked
-        }
-        deletable = {
-            n: (cluster and not _protected(ctx, (n,))) or ctx.check(header, DELETE, TOPIC, n)
-            for n in checked
-        }
+        covered = {n for n in checked if cluster and not _protected(ctx, (n,))}
+        asked = [n for n in checked if n not in covered]
+
+        def decided(may_describe: list[bool], may_delete: list[bool]) -> None:
+            described = dict.fromkeys(covered, True) | dict(zip(asked, may_describe, strict=True))
+            deletable = dict.fromkeys(covered, True) | dict(zip(asked, may_delete, strict=True))
+            self._decided(
+                session, header, frame, request, entries, invalid, names, ids, id_names,
+                described, deletable,
+            )  # fmt: skip
+
+        # every DESCRIBE, then every DELETE (as Kafka asks them), a slice per turn
+        decide_each(
+            session, ctx, header, DESCRIBE, TOPIC, asked, True,
+            lambda may_describe: decide_each(
+                session, ctx, header, DELETE, TOPIC, asked, True,
+                lambda may_delete: decided(may_describe, may_delete),
+            ),
+        )  # fmt: skip
+
+    def _decided(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: KioBody,
+        entries: Sequence[Any],
+        invalid: list[KioBody],
+        names: list[str],
+        ids: list[uuid.UUID],
+        id_names: Mapping[uuid.UUID, str | None],
+        described: dict[str, bool],
+        deletable: dict[str, bool],
+    ) -> None:
+        mod = response_module(header.api_key, header.api_version)
         kept_names = {name for name in names if described[name] and deletable[name]}
         refused = [name for name in names if name not in kept_names]
         by_id: list[KioBody] = []
@@ -273,31 +302,26 @@ class DeleteTopicsHandler(ApiHandler):
         if not (invalid or refused or by_id):
             forward(session, header, frame)
             return
-        if not next(iter(replace.values())):
-            # the refused names' results rendered as bytes from one (issue 20)
-            marked = self._result(mod, NAME_MARK, None)
-            template = NamedEntry(marked)
-            items = [
+        # the refused names' results rendered as bytes from one (issue 20)
+        marked = self._result(mod, NAME_MARK, None)
+        template = NamedEntry(marked)
+        items = b"".join(
+            [
                 *map(encode_entity, invalid),
                 *(template.render(n) for n in refused),
                 *map(encode_entity, by_id),
             ]
+        )
+        count = len(invalid) + len(refused) + len(by_id)
+        if not next(iter(replace.values())):
             one = error_body(header, request, ErrorCode.none, responses=(marked,))
             session.respond(
-                header,
-                spliced_answer(header.correlation_id, one, marked, len(items), b"".join(items)),
+                header, spliced_answer(header.correlation_id, one, marked, count, items)
             )
             return
-        errors = (*invalid, *(self._result(mod, n, None) for n in refused), *by_id)
         stripped = reencode_request(frame, header, dataclasses.replace(request, **replace))
-        forward(
-            session,
-            header,
-            stripped,
-            lambda s, slot, f: merged_response(
-                f, slot, lambda b: dataclasses.replace(b, responses=tuple(b.responses) + errors)
-            ),
-        )
+        spliced = ("responses", marked, items, count)
+        forward(session, header, stripped, WithState(spliced_merge_rewriter, spliced))
 
     @classmethod
     def _validate(

@@ -34,11 +34,13 @@ from aclgate.protocol.enforce.base import (
     forward,
     merged_response,
     reencode_request,
+    splice_marked,
     spliced_answer,
 )
 from aclgate.protocol.enforce.build import NAME_MARK, NamedEntry, build
 from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.messages import DEFAULT_MESSAGES
+from aclgate.protocol.enforce.slices import decide_targets
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
@@ -213,35 +215,78 @@ class DescribeConfigsHandler(ApiHandler):
         request: DescribeConfigsRequest,
     ) -> None:
         mod = response_module(header.api_key, header.api_version)
-        allowed: list[ConfigResource] = []
-        denied: list[tuple[ConfigResource, ErrorCode]] = []
+        targets: list[tuple[ResourceType, str]] = []
         for resource in request.resources:
             target = config_target(resource.resource_type, resource.resource_name)
             if target is None:  # Kafka throws InvalidRequestException: the whole request fails
-                if ctx.enforcing:  # every resource 42, rendered as bytes (issue 20)
-                    invalid = [(r, INVALID) for r in request.resources]
-                    session.respond(header, _all_denied(header, request, mod, invalid))
-                else:  # dry-run: untouched, the broker answers the same
-                    forward(session, header, frame)
+                # after authorizing the resources before this one (their audit lines)
+                decide_targets(
+                    session,
+                    ctx,
+                    header,
+                    DESCRIBE_CONFIGS,
+                    targets,
+                    True,
+                    lambda _: self._invalid(session, ctx, header, frame, request, mod),
+                )
                 return
-            if ctx.check(header, DESCRIBE_CONFIGS, *target):
+            targets.append(target)
+        decide_targets(
+            session,
+            ctx,
+            header,
+            DESCRIBE_CONFIGS,
+            targets,
+            True,
+            lambda verdicts: self._decided(session, header, frame, request, targets, verdicts),
+        )
+
+    def _invalid(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: DescribeConfigsRequest,
+        mod: ModuleType,
+    ) -> None:
+        if ctx.enforcing:  # every resource 42, rendered as bytes (issue 20)
+            invalid = [(r, INVALID) for r in request.resources]
+            session.respond(header, _all_denied(header, request, mod, invalid))
+        else:  # dry-run: untouched, the broker answers the same
+            forward(session, header, frame)
+
+    def _decided(
+        self,
+        session: ProxySession,
+        header: RequestHeader,
+        frame: Frame,
+        request: DescribeConfigsRequest,
+        targets: list[tuple[ResourceType, str]],
+        verdicts: list[bool],
+    ) -> None:
+        mod = response_module(header.api_key, header.api_version)
+        allowed: list[ConfigResource] = []
+        denied: list[tuple[ConfigResource, ErrorCode]] = []
+        for resource, target, ok in zip(request.resources, targets, verdicts, strict=True):
+            if ok:
                 allowed.append(resource)
             else:
                 denied.append((resource, DENIED_CODE[target[0]]))
         if denied and not allowed:
             session.respond(header, _all_denied(header, request, mod, denied))
             return
-        errors = [_describe_error(mod, resource, code) for resource, code in denied]
         redact = any(r.resource_type == BROKER_CONFIG for r in allowed)
         body: Frame = frame
-        if errors:
+        if denied:
             body = reencode_request(
                 frame, header, dataclasses.replace(request, resources=tuple(allowed))
             )
-        if not errors and not redact:
+        if not denied and not redact:
             forward(session, header, body)
             return
-        forward(session, header, body, WithState(_describe_configs_answer, tuple(errors)))
+        spliced = _rendered(mod, denied) if denied else None
+        forward(session, header, body, WithState(_describe_configs_answer, spliced))
 
 
 def _all_denied(
@@ -252,6 +297,16 @@ def _all_denied(
 ) -> bytes:
     """The answer to a request whose every resource is denied, its results rendered as bytes
     from one per resource type and code (`NamedEntry`), not built one by one (issue 20)."""
+    marked, items, count = _rendered(mod, denied)
+    one = error_body(header, request, ErrorCode.none, results=(marked,))
+    return spliced_answer(header.correlation_id, one, marked, count, items)
+
+
+def _rendered(
+    mod: ModuleType, denied: Sequence[tuple[ConfigResource, ErrorCode]]
+) -> tuple[KioBody, bytes, int]:
+    """(one marked result, the encoded results of `denied`, their count), from one template
+    per resource type and code."""
     templates: dict[tuple[int, ErrorCode], tuple[KioBody, NamedEntry]] = {}
     items: list[bytes] = []
     for resource, code in denied:
@@ -263,9 +318,7 @@ def _all_denied(
             marked = _describe_error(mod, mark, code)
             found = templates[key] = (marked, NamedEntry(marked))
         items.append(found[1].render(resource.resource_name))
-    marked = next(iter(templates.values()))[0]
-    one = error_body(header, request, ErrorCode.none, results=(marked,))
-    return spliced_answer(header.correlation_id, one, marked, len(items), b"".join(items))
+    return next(iter(templates.values()))[0], b"".join(items), len(items)
 
 
 def _describe_error(mod: ModuleType, resource: ConfigResource, code: ErrorCode) -> KioBody:
@@ -280,15 +333,21 @@ def _describe_error(mod: ModuleType, resource: ConfigResource, code: ErrorCode) 
 
 
 def _describe_configs_answer(
-    session: ProxySession, slot: Slot, frame: Frame, errors: tuple[KioBody, ...]
+    session: ProxySession, slot: Slot, frame: Frame, denied: tuple[KioBody, bytes, int] | None
 ) -> bytes:
+    """The broker's results, broker configs redacted, then the denied resources' results
+    (one marked result in the answer, replaced by the rendered ones)."""
     real = real_addresses(session.config.directory)
 
     def merge(body: DescribeConfigsAnswer) -> DescribeConfigsAnswer:
         results = tuple(redact_result(r, real) for r in body.results)
-        return dataclasses.replace(body, results=results + errors)
+        return dataclasses.replace(body, results=results + ((denied[0],) if denied else ()))
 
-    return merged_response(frame, slot, merge)
+    out = merged_response(frame, slot, merge)
+    if denied is None:
+        return out
+    marked, items, count = denied
+    return splice_marked(out, slot, "results", marked, items, count)
 
 
 # ------------------------------------------------------- AlterConfigs, IncrementalAlterConfigs

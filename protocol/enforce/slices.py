@@ -92,6 +92,39 @@ def in_turns(
     session.wait(NextTurn(), lambda _: in_turns(session, work, then))
 
 
+def decide_targets(
+    session: ProxySession,
+    ctx: AuthContext,
+    header: RequestHeader,
+    operation: AclOperation,
+    targets: Sequence[tuple[ResourceType, str]],
+    log_if_denied: bool,
+    then: Callable[[list[bool]], None],
+) -> None:
+    """`decide_each` for resources of several types: `then(verdicts)` for each (type, name)
+    of `targets`, in order, `DECISIONS_PER_TURN` a turn."""
+    in_turns(session, _deciding(ctx, header, operation, targets, log_if_denied), then)
+
+
+def _deciding(
+    ctx: AuthContext,
+    header: RequestHeader,
+    operation: AclOperation,
+    targets: Sequence[tuple[ResourceType, str]],
+    log_if_denied: bool,
+) -> Generator[None, None, list[bool]]:
+    check = ctx.check
+    verdicts: list[bool] = []
+    for start in range(0, len(targets), DECISIONS_PER_TURN):
+        if start:
+            yield
+        verdicts.extend(
+            check(header, operation, resource_type, name, log_if_denied)
+            for resource_type, name in targets[start : start + DECISIONS_PER_TURN]
+        )
+    return verdicts
+
+
 def at_once(work: Generator[None, None, T]) -> T:
     """What `work` returns, all its steps run now (for callers outside a session)."""
     while True:
