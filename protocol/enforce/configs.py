@@ -216,30 +216,21 @@ class DescribeConfigsHandler(ApiHandler):
     ) -> None:
         mod = response_module(header.api_key, header.api_version)
         targets: list[tuple[ResourceType, str]] = []
+        invalid = False
         for resource in request.resources:
             target = config_target(resource.resource_type, resource.resource_name)
             if target is None:  # Kafka throws InvalidRequestException: the whole request fails
-                # after authorizing the resources before this one (their audit lines)
-                decide_targets(
-                    session,
-                    ctx,
-                    header,
-                    DESCRIBE_CONFIGS,
-                    targets,
-                    True,
-                    lambda _: self._invalid(session, ctx, header, frame, request, mod),
-                )
-                return
+                invalid = True  # after authorizing the resources before this one (audited)
+                break
             targets.append(target)
-        decide_targets(
-            session,
-            ctx,
-            header,
-            DESCRIBE_CONFIGS,
-            targets,
-            True,
-            lambda verdicts: self._decided(session, header, frame, request, targets, verdicts),
-        )
+
+        def then(verdicts: list[bool]) -> None:
+            if invalid:
+                self._invalid(session, ctx, header, frame, request, mod)
+            else:
+                self._decided(session, header, frame, request, targets, verdicts)
+
+        decide_targets(session, ctx, header, DESCRIBE_CONFIGS, targets, True, then)
 
     def _invalid(
         self,
