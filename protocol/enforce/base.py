@@ -801,25 +801,32 @@ def splice_marked(
     else in it), with `marked` replaced by the `count` encoded entries `items` and the
     array's count made right."""
     body = decode_response(out, slot.api_key, slot.api_version)
-    entries = tuple(getattr(body, array))
-    flexible = type(body).__flexible__
-    whole = bytes(out)
     item = encode_entity(marked)  # compared as bytes: kio reads a zero UUID back as None
-    before = 0
-    for entry in entries:
+    before: list[bytes] = []
+    for entry in getattr(body, array):
         encoded = encode_entity(entry)
         if encoded == item:
             break
-        before += len(encoded)
+        before.append(encoded)
     else:
         raise ValueError(f"the marked entry is not in the answer's {array}")
+    entries = len(getattr(body, array))
+    return _splice(bytes(out), item, sum(map(len, before)), entries, count, items, body)
+
+
+def _splice(
+    whole: bytes, item: bytes, before: int, entries: int, count: int, items: bytes, body: KioBody
+) -> bytes:
+    """`whole` (a framed answer whose array of `entries` holds the encoded entry `item` once,
+    after `before` bytes of entries) with `item` replaced by the `count` encoded `items`."""
+    flexible = type(body).__flexible__
     at = whole.index(item, 4)
-    prefix = length_prefix(len(entries), flexible)
+    prefix = length_prefix(entries, flexible)
     start = at - before - len(prefix)
     assert whole[start : start + len(prefix)] == prefix, "the array's count is where it must be"
     return frame_with_size(
         whole[4:start]
-        + length_prefix(len(entries) - 1 + count, flexible)
+        + length_prefix(entries - 1 + count, flexible)
         + whole[start + len(prefix) : at]
         + items
         + whole[at + len(item) :]
@@ -831,26 +838,16 @@ def spliced_merge_rewriter(
 ) -> bytes | memoryview:
     """`merge_rewriter` for denied entries already encoded (`PerEntry.denied_items`): state
     (array, its marked entry, the entries' bytes, their count). The broker's answer is
-    encoded with the marked entry last in `array`, which is then replaced by the bytes."""
+    encoded with the marked entry last in `array`, which is then replaced by the bytes (the
+    answer decoded once: it may hold a Fetch's records)."""
     array, marked, items, count = state
     body = decode_response(frame, slot.api_key, slot.api_version)
     entries = tuple(getattr(body, array))
-    flexible = type(body).__flexible__
     whole = encode_response(
         slot.correlation_id, dataclasses.replace(body, **{array: (*entries, marked)})
     )
-    item = encode_entity(marked)
-    at = whole.index(item, 4)
-    prefix = length_prefix(len(entries) + 1, flexible)
-    start = at - sum(len(encode_entity(e)) for e in entries) - len(prefix)
-    assert whole[start : start + len(prefix)] == prefix, "the array's count is where it must be"
-    out = frame_with_size(
-        whole[4:start]
-        + length_prefix(len(entries) + count, flexible)
-        + whole[start + len(prefix) : at]
-        + items
-        + whole[at + len(item) :]
-    )
+    before = sum(len(encode_entity(e)) for e in entries)
+    out = _splice(whole, encode_entity(marked), before, len(entries) + 1, count, items, body)
     return then_addresses(session, slot, out)
 
 

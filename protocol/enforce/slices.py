@@ -16,7 +16,7 @@ is not ready raises `NotReady` from the first check, before anything was recorde
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.effects import NextTurn
@@ -45,38 +45,9 @@ def decide_each(
     """`then(verdicts)`: for each of `names`, in order, whether `ctx.check` lets it through
     (`ref_counts`: Kafka's reference count of each, else 1); made a slice per turn past
     `DECISIONS_PER_TURN`."""
-    counts = ref_counts if ref_counts is not None else _Ones(len(names))
-    if len(names) <= DECISIONS_PER_TURN:
-        check = ctx.check
-        then(
-            [
-                check(header, operation, resource_type, n, log_if_denied, c)
-                for n, c in zip(names, counts, strict=True)
-            ]
-        )
-        return
-    _Slices(
-        session, ctx, header, operation, resource_type, names, counts, log_if_denied, then
-    ).next()
-
-
-class _Ones(Sequence[int]):
-    """`n` reference counts of 1, without a list of them."""
-
-    __slots__ = ("n",)
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [1] * len(range(*index.indices(self.n)))
-        if not -self.n <= index < self.n:
-            raise IndexError(index)
-        return 1
+    counts = ref_counts if ref_counts is not None else [1] * len(names)
+    types = [resource_type] * len(names)
+    in_turns(session, _deciding(ctx, header, operation, types, names, counts, log_if_denied), then)
 
 
 def in_turns(
@@ -103,24 +74,33 @@ def decide_targets(
 ) -> None:
     """`decide_each` for resources of several types: `then(verdicts)` for each (type, name)
     of `targets`, in order, `DECISIONS_PER_TURN` a turn."""
-    in_turns(session, _deciding(ctx, header, operation, targets, log_if_denied), then)
+    types = [resource_type for resource_type, _name in targets]
+    names = [name for _type, name in targets]
+    counts = [1] * len(targets)
+    in_turns(session, _deciding(ctx, header, operation, types, names, counts, log_if_denied), then)
 
 
 def _deciding(
     ctx: AuthContext,
     header: RequestHeader,
     operation: AclOperation,
-    targets: Sequence[tuple[ResourceType, str]],
+    types: Sequence[ResourceType],
+    names: Sequence[str],
+    counts: Sequence[int],
     log_if_denied: bool,
 ) -> Generator[None, None, list[bool]]:
+    """The checks, `DECISIONS_PER_TURN` a step (parallel sequences: no object per check)."""
     check = ctx.check
     verdicts: list[bool] = []
-    for start in range(0, len(targets), DECISIONS_PER_TURN):
+    for start in range(0, len(names), DECISIONS_PER_TURN):
         if start:
             yield
+        stop = start + DECISIONS_PER_TURN
         verdicts.extend(
-            check(header, operation, resource_type, name, log_if_denied)
-            for resource_type, name in targets[start : start + DECISIONS_PER_TURN]
+            check(header, operation, resource_type, name, log_if_denied, count)
+            for resource_type, name, count in zip(
+                types[start:stop], names[start:stop], counts[start:stop], strict=True
+            )
         )
     return verdicts
 
@@ -161,59 +141,3 @@ def decide_names(
         lambda verdicts: then(dict(zip(counts, verdicts, strict=True))),
         list(counts.values()),
     )
-
-
-class _Slices:
-    """The state of one request's decisions between two turns."""
-
-    __slots__ = (
-        "counts",
-        "ctx",
-        "header",
-        "log_if_denied",
-        "names",
-        "operation",
-        "resource_type",
-        "session",
-        "then",
-        "verdicts",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        session: ProxySession,
-        ctx: AuthContext,
-        header: RequestHeader,
-        operation: AclOperation,
-        resource_type: ResourceType,
-        names: Sequence[str],
-        counts: Sequence[int],
-        log_if_denied: bool,
-        then: Callable[[list[bool]], None],
-    ):
-        self.session = session
-        self.ctx = ctx
-        self.header = header
-        self.operation = operation
-        self.resource_type = resource_type
-        self.names = names
-        self.counts = counts
-        self.log_if_denied = log_if_denied
-        self.then = then
-        self.verdicts: list[bool] = []
-
-    def next(self, _: object = None) -> None:
-        """Decide the next slice; then wait for a later turn, or hand over the verdicts."""
-        verdicts, names = self.verdicts, self.names
-        start = len(verdicts)
-        check, header, operation = self.ctx.check, self.header, self.operation
-        resource_type, log_if_denied = self.resource_type, self.log_if_denied
-        stop = start + DECISIONS_PER_TURN
-        verdicts.extend(
-            check(header, operation, resource_type, n, log_if_denied, c)
-            for n, c in zip(names[start:stop], self.counts[start:stop], strict=True)
-        )
-        if len(verdicts) < len(names):
-            self.session.wait(NextTurn(), self.next)
-        else:
-            self.then(verdicts)
