@@ -16,7 +16,7 @@ import struct
 import uuid
 from collections.abc import Generator, Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, cast
+from typing import ClassVar, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i32Timedelta
@@ -58,7 +58,6 @@ from aclgate.protocol.enforce.fetchsessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     FetchTopic,
-    ForgottenTopic,
     Held,
     SessionAnswer,
     sessions_of,
@@ -80,7 +79,12 @@ from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.lengths import length_prefix
 from aclgate.protocol.routing import rewriter_for
 from aclgate.protocol.session import ProxySession, Slot, WithState
-from aclgate.protocol.shapes.requests import ProduceRequest, ProduceRequestTopicData
+from aclgate.protocol.shapes.requests import (
+    FetchRequest,
+    ProduceRequest,
+    ProduceRequestTopicData,
+    SessionFetchRequest,
+)
 from aclgate.protocol.versions import request_class, response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
@@ -92,24 +96,6 @@ _TRANSACTIONAL = 0x10
 #: a topic of a Produce request, every version (named by `name`, from v13 by `topic_id`:
 #: read by field name)
 ProduceTopic = ProduceRequestTopicData
-
-
-if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
-    from _typeshed import DataclassInstance
-
-    class FetchRequest(DataclassInstance, Protocol):
-        """What the handler reads of a Fetch request, v4-18; the session fields exist from
-        v7 and are read only past the version test (the replica id is read by name: a field
-        up to v14, inside `replica_state` from v15)."""
-
-        @property
-        def topics(self) -> Sequence[FetchTopic]: ...
-        @property
-        def session_id(self) -> int: ...
-        @property
-        def session_epoch(self) -> int: ...
-        @property
-        def forgotten_topics_data(self) -> Sequence[ForgottenTopic]: ...
 
 
 #: a topic of a peeked Fetch request
@@ -599,7 +585,9 @@ class FetchHandler(ApiHandler):
             self._full(session, header, frame, request, allowed, denied, unknown, 0)
             return
         sessions = sessions_of(session)
-        sid, epoch = int(request.session_id), int(request.session_epoch)
+        # v7+: kio's classes have the session fields, as a peeked request does
+        sessioned: SessionFetchRequest | PeekedFetch = request  # type: ignore[assignment]
+        sid, epoch = int(sessioned.session_id), int(sessioned.session_epoch)
         held = sessions.held.pop(sid, None) if sid else None  # put back if it goes on
         key = "topic_id" if v >= 13 else "topic"
         version = ctx.policy.authorizer.version
@@ -608,7 +596,7 @@ class FetchHandler(ApiHandler):
                 self._end(session, header, frame, request, sid)
                 return
             held.add(topics, names, key)
-            held.forget(request.forgotten_topics_data, key)
+            held.forget(sessioned.forgotten_topics_data, key)
             sessions.held[sid] = held
 
             def went_on(error: int, new_sid: int) -> None:
@@ -824,7 +812,10 @@ class FetchHandler(ApiHandler):
     ) -> Frame:
         """The request bytes with (session_id, session_epoch) set in place."""
         offsets = _SESSION_AT.get(header.api_version)
-        if offsets is None or (request.session_id == session_id and request.session_epoch == epoch):
+        if offsets is None:  # before v7: no session fields
+            return frame
+        sessioned: SessionFetchRequest | PeekedFetch = request  # type: ignore[assignment]
+        if sessioned.session_id == session_id and sessioned.session_epoch == epoch:
             return frame
         patched = bytearray(frame)
         _II.pack_into(patched, header.body_offset + offsets[0], session_id, epoch)

@@ -50,9 +50,15 @@ from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.shapes.requests import (
+    BatchedFindCoordinator,
     BatchedOffsetFetch,
     BatchedOffsetFetchGroups,
+    ConsumerGroupDescribeRequest,
+    DescribeGroupsRequest,
+    ShareGroupDescribeRequest,
+    SingleFindCoordinator,
     SingleOffsetFetch,
+    StreamsGroupDescribeRequest,
 )
 from aclgate.protocol.versions import request_class, response_module
 
@@ -479,41 +485,6 @@ def _merge_offset_fetch_batched(
 # -------------------------------------------------------------------------- ListGroups etc.
 
 
-class ListGroupsHandler(ApiHandler):
-    granularity = "silent filtering"
-
-    def describe(self) -> str:
-        return "`DESCRIBE CLUSTER` (logIfDenied=false) lists all groups, else `DESCRIBE GROUP[group_id]` per group (logIfDenied=false); never an error"
-
-    def handle(
-        self,
-        session: ProxySession,
-        ctx: AuthContext,
-        header: RequestHeader,
-        frame: Frame,
-        request: KioBody,  # not read: the answer is filtered
-    ) -> None:
-        if ctx.check_cluster(header, DESCRIBE, log_if_denied=False):
-            forward(session, header, frame)
-        else:
-            forward(session, header, frame, _filter_groups)
-
-
-def _filter_groups(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
-    ctx = session.context
-    header = _header(slot)
-    return merged_response(
-        frame,
-        slot,
-        lambda b: dataclasses.replace(
-            b,
-            groups=tuple(
-                g for g in b.groups if ctx.check(header, DESCRIBE, GROUP, g.group_id, False)
-            ),
-        ),
-    )
-
-
 def group_entries(array: str, **more: Any) -> dict[str, Any]:
     """PerEntry settings (field name -> value, of the fields' several types) for a request
     array of group ids described per group."""
@@ -552,7 +523,7 @@ def describe_groups(
     ctx: AuthContext,
     header: RequestHeader,
     frame: Frame,
-    request: KioBody,  # DescribeGroups or ConsumerGroupDescribe: its `handler.array` is read
+    request: GroupDescribeRequest,  # its `handler.array` is read
     rewrite: GroupsRewrite,
     wants_ops: bool | None,
 ) -> None:
@@ -650,11 +621,32 @@ def _spliced_groups(
     return splice_marked(out, slot, "groups", marked, items, count)
 
 
-class DescribeGroupsHandler(PerEntry):
-    """Per group DESCRIBE; authorized operations (v3+) recomputed for the client."""
+#: the requests of the describe-group APIs: an array of group ids (`groups`, or `group_ids`
+#: from KIP-848 on)
+GroupDescribeRequest = (
+    DescribeGroupsRequest
+    | ConsumerGroupDescribeRequest
+    | ShareGroupDescribeRequest
+    | StreamsGroupDescribeRequest
+)
 
-    def __init__(self) -> None:
-        super().__init__(**group_entries("groups"))
+
+class GroupDescriptions(PerEntry):
+    """DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe: one
+    handler, told apart by the table's data: the request array of group ids and its denied
+    entries (`entries`), the rewrite of the broker's answer (`answer`: authorized operations
+    for the client, groups naming topics it may not see hidden), and whether the request
+    says if it wants authorized operations (`ops_on_request`: DescribeGroups v3+; nothing
+    denied and none wanted, the answer is forwarded untouched)."""
+
+    def __init__(
+        self, entries: dict[str, Any], answer: GroupsRewrite, doc: str, ops_on_request: bool
+    ) -> None:
+        super().__init__(**entries)
+        self.answer, self.doc, self.ops_on_request = answer, doc, ops_on_request
+
+    def describe(self) -> str:
+        return f"`{self.operation.name} {self.resource_type.name}[{self.doc_name}]` per group; {self.doc}"
 
     def handle(
         self,
@@ -662,18 +654,17 @@ class DescribeGroupsHandler(PerEntry):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,  # the groups array and, v3+, include_authorized_operations
+        request: GroupDescribeRequest,
     ) -> None:
-        wants_ops = bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
-        describe_groups(
-            self, session, ctx, header, frame, request, _describe_groups_answer, wants_ops
+        wants_ops = (
+            bool(getattr(request, "include_authorized_operations", False)) and ctx.enforcing
+            if self.ops_on_request
+            else None
         )
-
-    def describe(self) -> str:
-        return "`DESCRIBE GROUP[group_id]` per group; v3+ authorized operations computed for the client"
+        describe_groups(self, session, ctx, header, frame, request, self.answer, wants_ops)
 
 
-def _describe_groups_answer(
+def describe_groups_answer(
     session: ProxySession, slot: Slot, frame: Frame, decided: Decided
 ) -> bytes:
     ctx = session.context
@@ -716,29 +707,52 @@ class FindCoordinatorHandler(ApiHandler):
         header: RequestHeader,
         frame: Frame,
         # v0-3 name one `key` (v1+ of a `key_type`), v4+ `coordinator_keys`: read by version
-        request: KioBody,
+        request: SingleFindCoordinator | BatchedFindCoordinator,
     ) -> None:
         key_type = int(getattr(request, "key_type", 0))
         if key_type not in KEY_TYPES:
             answer(session, header, error_body(header, request, ErrorCode.invalid_request))
             return
         operation, rtype = KEY_TYPES[key_type]
+        # the version tells the shape (mypy cannot narrow on it)
+        if header.api_version < 4:
+            self._one_key(session, ctx, header, frame, request, operation, rtype)  # type: ignore[arg-type]
+        else:
+            self._keys(session, ctx, header, frame, request, operation, rtype)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _one_key(
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: SingleFindCoordinator,
+        operation: AclOperation,
+        rtype: ResourceType,
+    ) -> None:
         if rtype == CLUSTER:
-            keys = request.coordinator_keys if header.api_version >= 4 else ()
+            forward_if_cluster(session, ctx, header, frame, request, operation, coordinators=())
+        elif ctx.check(header, operation, rtype, request.key):
+            forward(session, header, frame)
+        else:
+            body = error_body(header, request, DENIED_CODE[rtype], node_id=-1, host="", port=-1)
+            answer(session, header, body)
+
+    def _keys(
+        self,
+        session: ProxySession,
+        ctx: AuthContext,
+        header: RequestHeader,
+        frame: Frame,
+        request: BatchedFindCoordinator,
+        operation: AclOperation,
+        rtype: ResourceType,
+    ) -> None:
+        keys = request.coordinator_keys
+        if rtype == CLUSTER:
             errors = self._key_errors(header, keys, ErrorCode.cluster_authorization_failed)
             forward_if_cluster(session, ctx, header, frame, request, operation, coordinators=errors)
             return
-        if header.api_version < 4:
-            if ctx.check(header, operation, rtype, request.key):
-                forward(session, header, frame)
-            else:
-                answer(
-                    session,
-                    header,
-                    error_body(header, request, DENIED_CODE[rtype], node_id=-1, host="", port=-1),
-                )
-            return
-        keys = request.coordinator_keys
         decide_names(  # each distinct key once, a slice per turn (95,000 keys fit in 1 MiB)
             session,
             ctx,
@@ -755,7 +769,7 @@ class FindCoordinatorHandler(ApiHandler):
         session: ProxySession,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,
+        request: BatchedFindCoordinator,
         rtype: ResourceType,
         verdict: dict[str, bool],
     ) -> None:
@@ -854,7 +868,7 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
         elif step is None:
             forward(session, header, frame)
         else:  # the names to send instead of the client's (it dropped its regex)
-            body = dataclasses.replace(request, subscribed_topic_names=step)  # type: ignore[type-var]
+            body = dataclasses.replace(request, subscribed_topic_names=step)
             forward(session, header, reencode_request(frame, header, body))
 
     @staticmethod
@@ -893,32 +907,8 @@ class ConsumerGroupHeartbeatHandler(ApiHandler):
         fields: dict[str, object] = {"subscribed_topic_names": member.sent}
         if fresh_regex:
             fields["subscribed_topic_regex"] = wrap(member.regex)
-        body = dataclasses.replace(request, **fields)  # type: ignore[type-var]
+        body = dataclasses.replace(request, **fields)
         forward(session, header, reencode_request(frame, header, body))
-
-
-class ConsumerGroupDescribeHandler(PerEntry):
-    def __init__(self) -> None:
-        super().__init__(**modern_group_entries())
-
-    def describe(self) -> str:
-        return (
-            "`DESCRIBE GROUP[group_id]` per group; a group naming a topic the principal may not "
-            "DESCRIBE becomes error 29 (Kafka 4.0+); authorized operations computed for the client"
-        )
-
-    def handle(
-        self,
-        session: ProxySession,
-        ctx: AuthContext,
-        header: RequestHeader,
-        frame: Frame,
-        request: KioBody,  # its group_ids are read by describe_groups
-    ) -> None:
-        # always answered through the rewrite: Kafka 4.0+ hides groups naming hidden topics
-        describe_groups(
-            self, session, ctx, header, frame, request, _consumer_group_describe_answer, None
-        )
 
 
 def _shown_member(member: ConsumerGroupMemberT) -> ConsumerGroupMemberT:
@@ -949,7 +939,7 @@ def _group_topics(group: DescribedConsumerGroup) -> set[str]:
     return names
 
 
-def _consumer_group_describe_answer(
+def consumer_group_describe_answer(
     session: ProxySession, slot: Slot, frame: Frame, decided: Decided
 ) -> bytes:
     ctx = session.context
@@ -993,11 +983,11 @@ def _consumer_group_describe_answer(
 
 __all__ = [
     "CLUSTER_NAME",
-    "ConsumerGroupDescribeHandler",
     "ConsumerGroupHeartbeatHandler",
-    "DescribeGroupsHandler",
     "FindCoordinatorHandler",
-    "ListGroupsHandler",
+    "GroupDescriptions",
     "OffsetFetchHandler",
     "_finish_with_rewrite",
+    "consumer_group_describe_answer",
+    "describe_groups_answer",
 ]

@@ -61,6 +61,7 @@ from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.lengths import length_prefix, read_length
 from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.shapes.requests import MetadataRequest, MetadataRequestTopics
 from aclgate.protocol.versions import response_class, response_module
 
 DESCRIBE, CREATE = AclOperation.DESCRIBE, AclOperation.CREATE
@@ -132,9 +133,9 @@ class MetadataHandler(ApiHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        # a Metadata request of v0-13: topic ids (v10+), auto-creation (v4+) and the bitfield
-        # flags exist by version, so they are read with getattr where a version may lack them
-        request: KioBody,
+        # topic ids (v10+), auto-creation (v4+) and the bitfield flags exist by version, so
+        # they are read with getattr (MetadataRequest's docstring names them)
+        request: MetadataRequest,
         verdict: dict[str, bool] | None = None,
     ) -> None:
         """`verdict` (name -> allowed): the checks `__call__` has already made."""
@@ -148,27 +149,29 @@ class MetadataHandler(ApiHandler):
             bool(getattr(request, "include_cluster_authorized_operations", False)) and ctx.enforcing
         )
         plan = _Plan(header, all_topics, [], set(), topic_ops, cluster_ops)
-        if all_topics:
+        if all_topics or topics is None:
             forward(session, header, frame, WithState(rewrite_metadata_answer, plan))
             return
         mod = response_module(header.api_key, v)
-        by_ids = v >= 12 and any(getattr(t, "topic_id", None) not in (None, ZERO) for t in topics)
+        by_ids = v >= 12 and any(_topic_id(t) not in (None, ZERO) for t in topics)
         if by_ids:
             # One entry with an id and Kafka answers by ids alone, ignoring every name
             # (KafkaApis.handleTopicMetadataRequest, useTopicId): authorize what it will answer,
             # and forward exactly that (a name next to an id must not decide for the id).
             topics = tuple(
-                dataclasses.replace(t, name=None) for t in topics if t.topic_id not in (None, ZERO)
+                dataclasses.replace(t, name=None)
+                for t in topics
+                if _topic_id(t) not in (None, ZERO)
             )
             request = dataclasses.replace(request, topics=topics)
-        by_id = [
-            t for t in topics if getattr(t, "name", None) is None and getattr(t, "topic_id", None)
-        ]
-        names = ctx.topic_names_of([t.topic_id for t in by_id]) if by_id else {}
-        kept: list[KioBody] = []
+        ids = [i for t in topics if t.name is None and (i := _topic_id(t)) is not None]
+        names = ctx.topic_names_of(ids) if ids else {}
+        kept: list[MetadataRequestTopics] = []
         counts: dict[str, int] = {}
         for t in topics:
-            name = t.name if t.name is not None else names.get(t.topic_id)
+            name = t.name
+            if name is None and (topic_id := _topic_id(t)) is not None:
+                name = names.get(topic_id)
             if name is not None:
                 counts[name] = counts.get(name, 0) + 1
         if verdict is None:
@@ -181,17 +184,17 @@ class MetadataHandler(ApiHandler):
                     plan.errors.append(
                         _topic_error(mod, ErrorCode.topic_authorization_failed, t.name, None)
                     )
-            elif t.topic_id is not None:
-                name = names.get(t.topic_id)
+            elif (topic_id := _topic_id(t)) is not None:  # v10+
+                name = names.get(topic_id)
                 if name is None:
                     plan.errors.append(
-                        _topic_error(mod, ErrorCode.unknown_topic_id, None, t.topic_id)
+                        _topic_error(mod, ErrorCode.unknown_topic_id, None, topic_id)
                     )
                 elif verdict[name]:
                     kept.append(t)
                 else:
                     plan.errors.append(
-                        _topic_error(mod, ErrorCode.topic_authorization_failed, None, t.topic_id)
+                        _topic_error(mod, ErrorCode.topic_authorization_failed, None, topic_id)
                     )
         auto_create = bool(getattr(request, "allow_auto_topic_creation", False))
         changes: dict[str, Any] = {}
@@ -259,6 +262,11 @@ class MetadataHandler(ApiHandler):
         if ctx.check_cluster(header, DESCRIBE):
             return ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster")
         return 0
+
+
+def _topic_id(topic: MetadataRequestTopics) -> uuid.UUID | None:
+    """A topic's id: v10+ may name topics by id (None: by name, or an older version)."""
+    return getattr(topic, "topic_id", None)
 
 
 class _NoLearn:

@@ -17,13 +17,13 @@ from __future__ import annotations
 import functools
 import re as _re
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 import re2
 
 from aclgate.protocol.effects import TopicNames
+from aclgate.protocol.shapes.requests import ConsumerGroupHeartbeatRequest
 
 #: the longest regex a member may subscribe with (Kafka sets none; 1 MiB requests allow
 #: 1 MiB regexes, each compiled and kept per connection): docs/operations.md, "Bounds"
@@ -215,18 +215,9 @@ class RegexMembers:
 REGEX_TOPICS_MAX_AGE = 5.0
 
 
-class Heartbeat(Protocol):
-    """What a ConsumerGroupHeartbeat request (every version) tells of its member and its
-    subscription: what ConsumerGroupHeartbeatHandler and the regex steps read."""
-
-    @property
-    def group_id(self) -> str: ...
-    @property
-    def member_id(self) -> str: ...
-    @property
-    def member_epoch(self) -> int: ...
-    @property
-    def subscribed_topic_names(self) -> Sequence[str] | None: ...
+#: what ConsumerGroupHeartbeatHandler and the regex steps read of a heartbeat: its member and
+#: its subscription (v1's `subscribed_topic_regex` read by name)
+Heartbeat = ConsumerGroupHeartbeatRequest
 
 
 def regex_step(

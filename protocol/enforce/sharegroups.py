@@ -40,14 +40,17 @@ from aclgate.protocol.enforce.context import AuthContext
 from aclgate.protocol.enforce.groups import (
     HIDDEN_TOPIC_GROUP,
     Decided,
-    describe_groups,
     group_entries,
-    modern_group_entries,
 )
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import forward
 from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.shapes.requests import (
+    ShareGroupHeartbeatRequest,
+    StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatRequestTopology,
+)
 from aclgate.protocol.versions import response_class, response_module
 
 READ, DESCRIBE, CREATE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.CREATE
@@ -84,6 +87,11 @@ def _first_denied_topic(ctx: AuthContext, header: RequestHeader, names: Iterable
 # ----------------------------------------------------------------------------- heartbeats
 
 
+#: a streams group's topology, as a StreamsGroupHeartbeat request sends it (and, alike in the
+#: fields read here, a StreamsGroupDescribe answer)
+Topology = StreamsGroupHeartbeatRequestTopology
+
+
 class ShareGroupHeartbeatHandler(ApiHandler):
     def describe(self) -> str:
         return (
@@ -97,7 +105,7 @@ class ShareGroupHeartbeatHandler(ApiHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,
+        request: ShareGroupHeartbeatRequest,
     ) -> None:
         if not ctx.check(header, READ, GROUP, request.group_id):
             answer(session, header, error_body(header, request, GROUP_DENIED))
@@ -109,7 +117,7 @@ class ShareGroupHeartbeatHandler(ApiHandler):
             forward(session, header, frame)
 
 
-def topology_topics(topology: KioBody) -> list[str]:
+def topology_topics(topology: Topology | None) -> list[str]:
     """Every topic a streams topology names, in Kafka's order (distinct)."""
     names: list[str] = []
     for sub in topology.subtopologies if topology is not None else ():
@@ -120,7 +128,7 @@ def topology_topics(topology: KioBody) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def internal_topics(topology: KioBody) -> list[str]:
+def internal_topics(topology: Topology | None) -> list[str]:
     """The topics a streams group's coordinator may ask the broker to create."""
     names: list[str] = []
     for sub in topology.subtopologies if topology is not None else ():
@@ -129,7 +137,9 @@ def internal_topics(topology: KioBody) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _streams_error(header: RequestHeader, request: KioBody, code: ErrorCode) -> KioBody:
+def _streams_error(
+    header: RequestHeader, request: StreamsGroupHeartbeatRequest, code: ErrorCode
+) -> KioBody:
     """Kafka's StreamsGroupHeartbeat error answer: `status` empty, not null (the schema has
     no null default); the task lists and `partitions_by_user_endpoint` null (their schema
     default), not mirrored from the request's task lists."""
@@ -152,7 +162,7 @@ class StreamsGroupHeartbeatHandler(ApiHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,
+        request: StreamsGroupHeartbeatRequest,
     ) -> None:
         if not ctx.check(header, READ, GROUP, request.group_id):
             answer(session, header, _streams_error(header, request, GROUP_DENIED))
@@ -209,34 +219,9 @@ def _streams_group_topics(group: KioBody) -> set[str]:
     return set(topology_topics(group.topology))
 
 
-class GroupDescribeHandler(PerEntry):
-    """ShareGroupDescribe and StreamsGroupDescribe: DESCRIBE per group, then groups naming
-    hidden topics become bare 29 entries; authorized operations computed for the client."""
-
-    def __init__(self, streams: bool) -> None:
-        super().__init__(**modern_group_entries())
-        self.streams = streams
-
-    def describe(self) -> str:
-        what = "topology" if self.streams else "members' assignments"
-        return (
-            f"`DESCRIBE GROUP[group_id]` per group; a group whose {what} name a topic the "
-            "principal may not `DESCRIBE` becomes error 29 with no members; authorized "
-            "operations computed for the client"
-        )
-
-    def handle(
-        self,
-        session: ProxySession,
-        ctx: AuthContext,
-        header: RequestHeader,
-        frame: Frame,
-        request: KioBody,
-    ) -> None:
-        describe_groups(self, session, ctx, header, frame, request, _described_answer, None)
-
-
-def _described_answer(session: ProxySession, slot: Slot, frame: Frame, decided: Decided) -> bytes:
+def share_or_streams_answer(
+    session: ProxySession, slot: Slot, frame: Frame, decided: Decided
+) -> bytes:
     ctx = session.context
     assert slot.header is not None
     header = slot.header
@@ -614,9 +599,9 @@ def _share_answer(
 
 __all__ = [
     "DescribeShareGroupOffsetsHandler",
-    "GroupDescribeHandler",
     "ShareAcknowledgeHandler",
     "ShareFetchHandler",
     "ShareGroupHeartbeatHandler",
     "StreamsGroupHeartbeatHandler",
+    "share_or_streams_answer",
 ]

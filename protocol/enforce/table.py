@@ -48,13 +48,16 @@ from aclgate.protocol.enforce.denied_bytes import Mirror, MirroredCheck
 from aclgate.protocol.enforce.entrybytes import EntriesAsBytes
 from aclgate.protocol.enforce.groupfirst import GroupFirst
 from aclgate.protocol.enforce.groups import (
-    ConsumerGroupDescribeHandler,
     ConsumerGroupHeartbeatHandler,
-    DescribeGroupsHandler,
     FindCoordinatorHandler,
-    ListGroupsHandler,
+    GroupDescriptions,
     OffsetFetchHandler,
+    consumer_group_describe_answer,
+    describe_groups_answer,
+    group_entries,
+    modern_group_entries,
 )
+from aclgate.protocol.enforce.listing import FilteredAnswer
 from aclgate.protocol.enforce.metadata import MetadataHandler
 from aclgate.protocol.enforce.offsets import ListOffsetsHandler
 from aclgate.protocol.enforce.partitions import (
@@ -63,14 +66,14 @@ from aclgate.protocol.enforce.partitions import (
 )
 from aclgate.protocol.enforce.sharegroups import (
     DescribeShareGroupOffsetsHandler,
-    GroupDescribeHandler,
     ShareAcknowledgeHandler,
     ShareFetchHandler,
     ShareGroupHeartbeatHandler,
     StreamsGroupHeartbeatHandler,
+    share_or_streams_answer,
 )
 from aclgate.protocol.enforce.txn import AddPartitionsToTxnHandler, InitProducerIdHandler
-from aclgate.protocol.enforce.txnadmin import DescribeTransactionsHandler, ListTransactionsHandler
+from aclgate.protocol.enforce.txnadmin import DescribeTransactionsHandler
 from aclgate.protocol.routing import BLOCKED, allowed_versions
 from aclgate.protocol.versions import API_NAMES
 
@@ -192,8 +195,24 @@ TABLE: dict[ApiKey, Row] = {
         note="denied: top-level 30, no member results (v3+), as LeaveGroupRequest.getErrorResponse",
     ),
     ApiKey.SYNC_GROUP: Row((0, 5), GroupFirst((group(Op.READ),))),
-    ApiKey.DESCRIBE_GROUPS: Row((0, 6), DescribeGroupsHandler()),
-    ApiKey.LIST_GROUPS: Row((0, 5), ListGroupsHandler()),
+    ApiKey.DESCRIBE_GROUPS: Row(
+        (0, 6),
+        GroupDescriptions(
+            group_entries("groups"),
+            describe_groups_answer,
+            "v3+ authorized operations computed for the client",
+            ops_on_request=True,
+        ),
+    ),
+    ApiKey.LIST_GROUPS: Row(
+        (0, 5),
+        FilteredAnswer(
+            "groups",
+            "group_id",
+            Check(Op.DESCRIBE, Res.GROUP, log_if_denied=False, doc_name="group_id"),
+            shortcut=cluster(Op.DESCRIBE, log_if_denied=False),
+        ),
+    ),
     ApiKey.API_VERSIONS: Row(
         (0, 4),
         Unchecked(why="before authentication; the answer is trimmed to what the proxy serves"),
@@ -342,9 +361,25 @@ TABLE: dict[ApiKey, Row] = {
     ),
     ApiKey.UNREGISTER_BROKER: cluster_only((0, 0), Op.ALTER),
     ApiKey.DESCRIBE_TRANSACTIONS: Row((0, 0), DescribeTransactionsHandler()),
-    ApiKey.LIST_TRANSACTIONS: Row((0, 2), ListTransactionsHandler()),
+    ApiKey.LIST_TRANSACTIONS: Row(
+        (0, 2),
+        FilteredAnswer(
+            "transaction_states",
+            "transactional_id",
+            Check(Op.DESCRIBE, Res.TRANSACTIONAL_ID, doc_name="transactional_id"),
+        ),
+    ),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Row((0, 1), ConsumerGroupHeartbeatHandler()),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: Row((0, 1), ConsumerGroupDescribeHandler()),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Row(
+        (0, 1),
+        GroupDescriptions(
+            modern_group_entries(),
+            consumer_group_describe_answer,
+            "a group naming a topic the principal may not DESCRIBE becomes error 29 (Kafka "
+            "4.0+); authorized operations computed for the client",
+            ops_on_request=False,
+        ),
+    ),
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: Row(
         (0, 0), Unchecked(why="client telemetry, not authorized by Kafka")
     ),
@@ -364,7 +399,16 @@ TABLE: dict[ApiKey, Row] = {
     ),
     # share groups (KIP-932) and streams groups (KIP-1071): protocol/enforce/sharegroups.py
     ApiKey.SHARE_GROUP_HEARTBEAT: Row((1, 1), ShareGroupHeartbeatHandler()),
-    ApiKey.SHARE_GROUP_DESCRIBE: Row((1, 1), GroupDescribeHandler(streams=False)),
+    ApiKey.SHARE_GROUP_DESCRIBE: Row(
+        (1, 1),
+        GroupDescriptions(
+            modern_group_entries(),
+            share_or_streams_answer,
+            "a group whose members' assignments name a topic the principal may not `DESCRIBE` "
+            "becomes error 29 with no members; authorized operations computed for the client",
+            ops_on_request=False,
+        ),
+    ),
     ApiKey.SHARE_FETCH: Row(
         (1, 2),
         ShareFetchHandler(),
@@ -410,7 +454,16 @@ TABLE: dict[ApiKey, Row] = {
         "then; the proxy asks CREATE on them up front, even if they exist, since the broker would "
         "create them as the proxy (denied: 29 with Kafka's message, not a status)",
     ),
-    ApiKey.STREAMS_GROUP_DESCRIBE: Row((0, 0), GroupDescribeHandler(streams=True)),
+    ApiKey.STREAMS_GROUP_DESCRIBE: Row(
+        (0, 0),
+        GroupDescriptions(
+            modern_group_entries(),
+            share_or_streams_answer,
+            "a group whose topology names a topic the principal may not `DESCRIBE` becomes "
+            "error 29 with no members; authorized operations computed for the client",
+            ops_on_request=False,
+        ),
+    ),
 }
 
 

@@ -31,7 +31,6 @@ from kio.static.primitive import TZAware, i16, i32Timedelta, i64
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.enforce.base import (
     ApiHandler,
-    KioBody,
     answer,
     error_body,
     forward,
@@ -154,40 +153,4 @@ def _describe_transactions_answer(
     return merged_response(frame, slot, merge)
 
 
-class ListTransactionsHandler(ApiHandler):
-    granularity = "silent filtering"
-
-    def describe(self) -> str:
-        return (
-            "`DESCRIBE TRANSACTIONAL_ID[id]` per listed state, denied ones dropped; never an error"
-        )
-
-    def handle(
-        self,
-        session: ProxySession,
-        ctx: AuthContext,
-        header: RequestHeader,
-        frame: Frame,
-        request: KioBody,  # not read: the answer is filtered
-    ) -> None:
-        forward(session, header, frame, WithState(_list_transactions_answer, header))
-
-
-def _list_transactions_answer(
-    session: ProxySession, slot: Slot, frame: Frame, request_header: RequestHeader
-) -> bytes:
-    ctx = session.context
-    header = request_header
-
-    def merge(body: ListTransactionsResponse) -> ListTransactionsResponse:
-        states = tuple(
-            s
-            for s in body.transaction_states
-            if ctx.check(header, DESCRIBE, TXN, s.transactional_id)
-        )
-        return dataclasses.replace(body, transaction_states=states)
-
-    return merged_response(frame, slot, merge)
-
-
-__all__ = ["DescribeTransactionsHandler", "ListTransactionsHandler"]
+__all__ = ["DescribeTransactionsHandler"]

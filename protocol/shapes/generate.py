@@ -2,8 +2,9 @@
 handlers read typed requests, from kio's schema classes of every version the API table
 serves.
 
-    python -m aclgate.protocol.shapes.generate            # rewrite requests.py
-    python -m aclgate.protocol.shapes.generate --check    # exit 1 if it is out of date
+    python -m aclgate.protocol.shapes.generate > protocol/shapes/requests.py
+
+(tests/protocol/test_request_shapes.py fails when the file and this output differ.)
 
 kio has one class per version (`kio.schema.produce.v9.request.ProduceRequest`), so a handler
 serving v3-v13 could only type its request as `Any`. A generated Protocol names the fields
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 from typing import Any
 
 from kio.serial._introspect import (
@@ -33,19 +33,27 @@ from kio.serial._introspect import (
 
 from aclgate.protocol.versions import request_class
 
-TARGET = Path(__file__).resolve().parent / "requests.py"
-
 #: api key -> (first version, last version, the Protocol's name) of each shape the handlers
-#: read: the versions protocol/enforce/table.py's rows serve (tests check they agree); an API
-#: whose request changed shape (OffsetFetch batched its groups in v8) has one per shape
+#: read: the versions protocol/enforce/table.py's rows serve (tests check they cover them); an
+#: API whose request changed shape (OffsetFetch batched its groups in v8) has one per shape,
+#: and one whose later versions added fields a handler reads past a version test (Fetch's
+#: sessions, v7+) has a second shape over those versions
 APIS: dict[int, tuple[tuple[int, int, str], ...]] = {
     0: ((3, 13, "ProduceRequest"),),
-    1: ((4, 18, "FetchRequest"),),
+    1: ((4, 18, "FetchRequest"), (7, 18, "SessionFetchRequest")),
     3: ((0, 13, "MetadataRequest"),),
     9: ((1, 7, "SingleOffsetFetch"), (8, 10, "BatchedOffsetFetch")),
+    10: ((0, 3, "SingleFindCoordinator"), (4, 6, "BatchedFindCoordinator")),
+    15: ((0, 6, "DescribeGroupsRequest"),),
     29: ((1, 3, "DescribeAclsRequest"),),
     30: ((1, 3, "CreateAclsRequest"),),
     31: ((1, 3, "DeleteAclsRequest"),),
+    68: ((0, 1, "ConsumerGroupHeartbeatRequest"),),
+    69: ((0, 1, "ConsumerGroupDescribeRequest"),),
+    76: ((1, 1, "ShareGroupHeartbeatRequest"),),
+    77: ((1, 1, "ShareGroupDescribeRequest"),),
+    88: ((0, 0, "StreamsGroupHeartbeatRequest"),),
+    89: ((0, 0, "StreamsGroupDescribeRequest"),),
 }
 
 #: a Kafka type -> the Python type a handler sees (kio's primitives are int, str, ... subtypes)
@@ -198,17 +206,11 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aclgate.protocol.shapes.generate")
-    parser.add_argument("--check", action="store_true", help="exit 1 if requests.py is stale")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if TARGET.read_text() != text:
-            print(f"{TARGET} is out of date: run python -m aclgate.protocol.shapes.generate")
-            return 1
-        return 0
-    TARGET.write_text(text)
-    print(f"wrote {TARGET} ({text.count('class ')} Protocols)")
+    argparse.ArgumentParser(
+        prog="python -m aclgate.protocol.shapes.generate",
+        description="Print protocol/shapes/requests.py as kio's schema classes make it.",
+    ).parse_args(argv)
+    sys.stdout.write(render())
     return 0
 
 

@@ -8,6 +8,7 @@ versions served: `python -m aclgate.protocol.shapes.generate`.
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -16,6 +17,16 @@ class KioEntity(Protocol):
     """A kio entity: a frozen dataclass, which `dataclasses.replace` copies."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+class BatchedFindCoordinator(KioEntity, Protocol):
+    """v4-6."""
+
+    @property
+    def key_type(self) -> int: ...
+
+    @property
+    def coordinator_keys(self) -> Sequence[str]: ...
 
 
 class BatchedOffsetFetch(KioEntity, Protocol):
@@ -43,6 +54,57 @@ class BatchedOffsetFetchGroupsTopics(KioEntity, Protocol):
 
     @property
     def partition_indexes(self) -> Sequence[int]: ...
+
+
+class ConsumerGroupDescribeRequest(KioEntity, Protocol):
+    """v0-1."""
+
+    @property
+    def group_ids(self) -> Sequence[str]: ...
+
+    @property
+    def include_authorized_operations(self) -> bool: ...
+
+
+class ConsumerGroupHeartbeatRequest(KioEntity, Protocol):
+    """v0-1; read by name after a version test: subscribed_topic_regex (v1)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def member_epoch(self) -> int: ...
+
+    @property
+    def instance_id(self) -> str | None: ...
+
+    @property
+    def rack_id(self) -> str | None: ...
+
+    @property
+    def rebalance_timeout(self) -> datetime.timedelta: ...
+
+    @property
+    def subscribed_topic_names(self) -> Sequence[str] | None: ...
+
+    @property
+    def server_assignor(self) -> str | None: ...
+
+    @property
+    def topic_partitions(self) -> Sequence[ConsumerGroupHeartbeatRequestTopicPartitions] | None: ...
+
+
+class ConsumerGroupHeartbeatRequestTopicPartitions(KioEntity, Protocol):
+    """v0-1."""
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
 
 
 class CreateAclsRequest(KioEntity, Protocol):
@@ -132,6 +194,13 @@ class DescribeAclsRequest(KioEntity, Protocol):
 
     @property
     def permission_type(self) -> int: ...
+
+
+class DescribeGroupsRequest(KioEntity, Protocol):
+    """v0-6; read by name after a version test: include_authorized_operations (v3-6)."""
+
+    @property
+    def groups(self) -> Sequence[str]: ...
 
 
 class FetchRequest(KioEntity, Protocol):
@@ -243,6 +312,112 @@ class ProduceRequestTopicDataPartitionData(KioEntity, Protocol):
     def records(self) -> bytes | None: ...
 
 
+class SessionFetchRequest(KioEntity, Protocol):
+    """v7-18; read by name after a version test: replica_id (v7-14), rack_id (v11-18),
+    cluster_id (v12-18), replica_state (v15-18)."""
+
+    @property
+    def max_wait(self) -> datetime.timedelta: ...
+
+    @property
+    def min_bytes(self) -> int: ...
+
+    @property
+    def max_bytes(self) -> int: ...
+
+    @property
+    def isolation_level(self) -> int: ...
+
+    @property
+    def session_id(self) -> int: ...
+
+    @property
+    def session_epoch(self) -> int: ...
+
+    @property
+    def topics(self) -> Sequence[SessionFetchRequestTopics]: ...
+
+    @property
+    def forgotten_topics_data(self) -> Sequence[SessionFetchRequestForgottenTopicsData]: ...
+
+
+class SessionFetchRequestForgottenTopicsData(KioEntity, Protocol):
+    """v7-18; read by name after a version test: topic (v7-12), topic_id (v13-18)."""
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
+
+
+class SessionFetchRequestReplicaState(KioEntity, Protocol):
+    """v15-18."""
+
+    @property
+    def replica_id(self) -> int: ...
+
+    @property
+    def replica_epoch(self) -> int: ...
+
+
+class SessionFetchRequestTopics(KioEntity, Protocol):
+    """v7-18; read by name after a version test: topic (v7-12), topic_id (v13-18)."""
+
+    @property
+    def partitions(self) -> Sequence[SessionFetchRequestTopicsPartitions]: ...
+
+
+class SessionFetchRequestTopicsPartitions(KioEntity, Protocol):
+    """v7-18; read by name after a version test: current_leader_epoch (v9-18),
+    last_fetched_epoch (v12-18), replica_directory_id (v17-18), high_watermark (v18)."""
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def fetch_offset(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def partition_max_bytes(self) -> int: ...
+
+
+class ShareGroupDescribeRequest(KioEntity, Protocol):
+    """v1."""
+
+    @property
+    def group_ids(self) -> Sequence[str]: ...
+
+    @property
+    def include_authorized_operations(self) -> bool: ...
+
+
+class ShareGroupHeartbeatRequest(KioEntity, Protocol):
+    """v1."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def member_epoch(self) -> int: ...
+
+    @property
+    def rack_id(self) -> str | None: ...
+
+    @property
+    def subscribed_topic_names(self) -> Sequence[str] | None: ...
+
+
+class SingleFindCoordinator(KioEntity, Protocol):
+    """v0-3; read by name after a version test: key_type (v1-3)."""
+
+    @property
+    def key(self) -> str: ...
+
+
 class SingleOffsetFetch(KioEntity, Protocol):
     """v1-7; read by name after a version test: require_stable (v7)."""
 
@@ -261,3 +436,244 @@ class SingleOffsetFetchTopics(KioEntity, Protocol):
 
     @property
     def partition_indexes(self) -> Sequence[int]: ...
+
+
+class StreamsGroupDescribeRequest(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def group_ids(self) -> Sequence[str]: ...
+
+    @property
+    def include_authorized_operations(self) -> bool: ...
+
+
+class StreamsGroupHeartbeatRequest(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def member_epoch(self) -> int: ...
+
+    @property
+    def endpoint_information_epoch(self) -> int: ...
+
+    @property
+    def instance_id(self) -> str | None: ...
+
+    @property
+    def rack_id(self) -> str | None: ...
+
+    @property
+    def rebalance_timeout(self) -> datetime.timedelta: ...
+
+    @property
+    def topology(self) -> StreamsGroupHeartbeatRequestTopology | None: ...
+
+    @property
+    def active_tasks(self) -> Sequence[StreamsGroupHeartbeatRequestActiveTasks] | None: ...
+
+    @property
+    def standby_tasks(self) -> Sequence[StreamsGroupHeartbeatRequestStandbyTasks] | None: ...
+
+    @property
+    def warmup_tasks(self) -> Sequence[StreamsGroupHeartbeatRequestWarmupTasks] | None: ...
+
+    @property
+    def process_id(self) -> str | None: ...
+
+    @property
+    def user_endpoint(self) -> StreamsGroupHeartbeatRequestUserEndpoint | None: ...
+
+    @property
+    def client_tags(self) -> Sequence[StreamsGroupHeartbeatRequestClientTags] | None: ...
+
+    @property
+    def task_offsets(self) -> Sequence[StreamsGroupHeartbeatRequestTaskOffsets] | None: ...
+
+    @property
+    def task_end_offsets(self) -> Sequence[StreamsGroupHeartbeatRequestTaskEndOffsets] | None: ...
+
+    @property
+    def shutdown_application(self) -> bool: ...
+
+
+class StreamsGroupHeartbeatRequestActiveTasks(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def subtopology_id(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
+
+
+class StreamsGroupHeartbeatRequestClientTags(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+
+class StreamsGroupHeartbeatRequestStandbyTasks(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def subtopology_id(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
+
+
+class StreamsGroupHeartbeatRequestTaskEndOffsets(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def subtopology_id(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+
+class StreamsGroupHeartbeatRequestTaskOffsets(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def subtopology_id(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+
+class StreamsGroupHeartbeatRequestTopology(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def subtopologies(self) -> Sequence[StreamsGroupHeartbeatRequestTopologySubtopologies]: ...
+
+
+class StreamsGroupHeartbeatRequestTopologySubtopologies(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def subtopology_id(self) -> str: ...
+
+    @property
+    def source_topics(self) -> Sequence[str]: ...
+
+    @property
+    def source_topic_regex(self) -> Sequence[str]: ...
+
+    @property
+    def state_changelog_topics(self) -> Sequence[StreamsGroupHeartbeatRequestTopologySubtopologiesStateChangelogTopics]: ...
+
+    @property
+    def repartition_sink_topics(self) -> Sequence[str]: ...
+
+    @property
+    def repartition_source_topics(self) -> Sequence[StreamsGroupHeartbeatRequestTopologySubtopologiesRepartitionSourceTopics]: ...
+
+    @property
+    def copartition_groups(self) -> Sequence[StreamsGroupHeartbeatRequestTopologySubtopologiesCopartitionGroups]: ...
+
+
+class StreamsGroupHeartbeatRequestTopologySubtopologiesCopartitionGroups(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def source_topics(self) -> Sequence[int]: ...
+
+    @property
+    def source_topic_regex(self) -> Sequence[int]: ...
+
+    @property
+    def repartition_source_topics(self) -> Sequence[int]: ...
+
+
+class StreamsGroupHeartbeatRequestTopologySubtopologiesRepartitionSourceTopics(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def replication_factor(self) -> int: ...
+
+    @property
+    def topic_configs(self) -> Sequence[StreamsGroupHeartbeatRequestTopologySubtopologiesRepartitionSourceTopicsTopicConfigs]: ...
+
+
+class StreamsGroupHeartbeatRequestTopologySubtopologiesRepartitionSourceTopicsTopicConfigs(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+
+class StreamsGroupHeartbeatRequestTopologySubtopologiesStateChangelogTopics(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def replication_factor(self) -> int: ...
+
+    @property
+    def topic_configs(self) -> Sequence[StreamsGroupHeartbeatRequestTopologySubtopologiesStateChangelogTopicsTopicConfigs]: ...
+
+
+class StreamsGroupHeartbeatRequestTopologySubtopologiesStateChangelogTopicsTopicConfigs(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+
+class StreamsGroupHeartbeatRequestUserEndpoint(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+class StreamsGroupHeartbeatRequestWarmupTasks(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def subtopology_id(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
