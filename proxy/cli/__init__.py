@@ -22,6 +22,7 @@ from aclgate.proxy.cli.errors import (
     silence_stdout,
     stdout_is_closed,
     user_error,
+    whole_writes,
 )
 
 # name -> (module, one-line summary shown by `aclgate --help`)
@@ -110,21 +111,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     module.configure(parser)
-    try:
-        args = parser.parse_args(rest)
-        status = int(module.run(args) or 0)
-        sys.stdout.flush()  # a closed pipe fails here rather than at the interpreter's exit
-        return status
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        if not stdout_is_closed():
-            raise
-        silence_stdout()  # like any Unix tool whose reader has gone: quietly, no message
-        return CLOSED_PIPE_STATUS
-    except Exception as exc:
-        message = user_error(exc)
-        if message is None or os.environ.get("ACLGATE_TRACEBACK"):
-            raise
-        report(parser.prog, message)
-        return 1
+    with whole_writes():  # a short write to a closed pipe fails, even under python -u
+        try:
+            args = parser.parse_args(rest)
+            status = int(module.run(args) or 0)
+            sys.stdout.flush()  # a closed pipe fails here rather than at the interpreter's exit
+            return status
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            if not stdout_is_closed():
+                raise
+            silence_stdout()  # like any Unix tool whose reader has gone: quietly, no message
+            return CLOSED_PIPE_STATUS
+        except Exception as exc:
+            message = user_error(exc)
+            if message is None or os.environ.get("ACLGATE_TRACEBACK"):
+                raise
+            report(parser.prog, message)
+            return 1

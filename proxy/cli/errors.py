@@ -13,7 +13,9 @@ KeyError, AssertionError, ...) is a bug of ours and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import io
 import os
 import select
 import socket
@@ -111,6 +113,38 @@ def silence_stdout() -> None:
         pass
     finally:
         os.close(devnull)
+
+
+@contextlib.contextmanager
+def whole_writes() -> Iterator[None]:
+    """Standard output that writes all it is given or raises, while a command runs.
+
+    Under PYTHONUNBUFFERED (`python -u`, usual in containers and CI) sys.stdout is a text
+    layer straight over the file descriptor, and it drops what a short write(2) leaves over: a
+    reader that goes away in the middle of a large write (`aclgate acls export | head -1`)
+    cuts the output short without an error, and the command would exit 0. A buffered layer
+    in between (flushed at every newline, as unbuffered output reaches the reader by lines)
+    writes the rest, so the closed pipe raises BrokenPipeError as with buffered output."""
+    out = sys.stdout
+    if not isinstance(out, io.TextIOWrapper) or not isinstance(out.buffer, io.RawIOBase):
+        yield  # buffered already (the default), or not a file (a test's capture)
+        return
+    # closefd=False: neither this layer nor its garbage collection closes descriptor 1
+    raw = io.FileIO(out.fileno(), "w", closefd=False)
+    whole = io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding=out.encoding,
+        errors=out.errors,
+        line_buffering=True,
+        write_through=True,
+    )
+    sys.stdout = whole
+    try:
+        yield
+    finally:
+        sys.stdout = out
+        with contextlib.suppress(OSError, ValueError):
+            whole.flush()
 
 
 class CliParser(argparse.ArgumentParser):

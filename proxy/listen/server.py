@@ -102,6 +102,7 @@ class ProxyServer:
         #: (of that check, or of every bootstrap server for a client connection)
         self.upstream_reachable = False
         self.upstream_error: str | None = "not contacted yet"
+        self.metrics.upstream_reachable.set_function(lambda: self.upstream_reachable)
         self._upstream_check_now = asyncio.Event()
         #: client connections that fit in the open-files limit (0: unknown, not applied)
         self.fd_budget = 0

@@ -256,6 +256,11 @@ def _audit_sink_metrics(sink: Any) -> Iterator[GaugeMetricFamily | CounterMetric
         "Bytes of spooled audit lines the topic has not confirmed yet (0: all delivered)",
         sink.spool_pending_bytes,
     )
+    yield GaugeMetricFamily(
+        "aclgate_audit_sink_spool_limit_bytes",
+        "The audit spool's size limit (--audit-spool-max-bytes): past it lines are lost",
+        sink.settings.spool_max_bytes,
+    )
 
 
 def _acl_store_metrics(status: Any) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -366,6 +371,13 @@ class ProxyMetrics:
         self.upstream_connect_failures = Counter(
             "aclgate_upstream_connect_failures",
             "Failed connections to upstream brokers",
+            registry=r,
+        )
+        #: read at scrape time from ProxyServer.upstream_reachable (set_function there)
+        self.upstream_reachable = Gauge(
+            "aclgate_upstream_reachable",
+            "1 while the upstream cluster is reachable: the last broker check reached it, and "
+            "no client connection has found every bootstrap server unreachable since (/readyz)",
             registry=r,
         )
         self.log_lines_suppressed = Counter(

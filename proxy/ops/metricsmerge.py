@@ -29,6 +29,7 @@ GAUGE_MERGE: dict[str, Callable[[Iterable[float]], float]] = {
     "aclgate_acl_file_last_load_timestamp_seconds": min,  # the stalest worker
     "aclgate_jwks_keys": min,
     "aclgate_jwks_last_success_timestamp_seconds": min,
+    "aclgate_upstream_reachable": min,  # 1 only while every worker reaches the cluster
 }
 #: sample kinds whose values add up across processes
 SUMMED_TYPES = frozenset({"counter", "histogram", "summary", "gaugehistogram"})

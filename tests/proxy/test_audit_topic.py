@@ -200,6 +200,7 @@ def test_a_full_spool_counts_and_logs_every_line_it_loses(tansu, proxy_factory, 
         written - sink.spooled
     )
     assert 0 < proxy.metric("aclgate_audit_sink_spool_bytes") <= 2000
+    assert proxy.metric("aclgate_audit_sink_spool_limit_bytes") == 2000  # the configured limit
     full = [r.getMessage() for r in caplog.records if "is full" in r.getMessage()]
     assert full and "audit lines lost so far" in full[0]
     assert server.readiness()[1]["audit_sink"]["state"] == "spooling"

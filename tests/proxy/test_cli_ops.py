@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +27,7 @@ from aclgate.authz.model import (
     ResourceType,
 )
 from aclgate.proxy.config import ConfigError, ProxyConfig, add_arguments, from_args
-from aclgate.proxy.demo.embedded_broker import api_versions_probe, free_port
+from aclgate.proxy.demo.embedded_broker import TansuBroker, api_versions_probe, free_port
 from tests.fixtures.wait import wait_until
 from tests.scenarios import clients
 
@@ -150,6 +154,46 @@ def test_readyz_is_503_until_upstream_reachable(proxy_factory):
     proxy = proxy_factory(f"127.0.0.1:{free_port()}", metrics_listen=("127.0.0.1", 0))
     status, body = http_get("http://{}:{}/readyz".format(*proxy.server.metrics_address))
     assert status == 503 and json.loads(body)["upstream_reachable"] is False
+
+
+def _reachable_metric(proxy: Any) -> float:
+    """aclgate_upstream_reachable as /metrics serves it."""
+    status, body = http_get("http://{}:{}/metrics".format(*proxy.server.metrics_address))
+    assert status == 200
+    values = re.findall(r"^aclgate_upstream_reachable (\S+)$", body, re.M)
+    assert len(values) == 1, body
+    return float(values[0])
+
+
+def test_upstream_reachable_metric_follows_real_connections(
+    proxy_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """aclgate_upstream_reachable is 0 while nothing answers at the upstream address (the
+    broker check, and a client's connection that finds no bootstrap server), 1 once a broker
+    there answers the proxy's connection, and 0 again when it stops."""
+    port = free_port()
+    proxy = proxy_factory(
+        f"127.0.0.1:{port}", metrics_listen=("127.0.0.1", 0), upstream_check_interval=0.2
+    )
+    assert _reachable_metric(proxy) == 0
+    client = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    client.sendall(struct.pack(">ihhih", 10, 18, 0, 7, -1))  # ApiVersions v0
+    try:  # closed: no bootstrap server upstream
+        assert client.recv(4) == b""
+    except ConnectionResetError:
+        pass
+    finally:
+        client.close()
+    assert proxy.metric("aclgate_upstream_connect_failures_total") >= 1
+    assert proxy.metric("aclgate_errors_total", {"kind": "upstream_unreachable"}) == 1
+    assert _reachable_metric(proxy) == 0
+    broker = TansuBroker(port=port, log_path=tmp_path / "tansu.log").start()
+    try:
+        wait_until(lambda: _reachable_metric(proxy) == 1, timeout=10, what="reachable: 1")
+        broker.stop()
+        wait_until(lambda: _reachable_metric(proxy) == 0, timeout=10, what="reachable: 0")
+    finally:
+        broker.stop()
 
 
 def test_serve_subprocess_end_to_end(tansu, tmp_path):

@@ -168,6 +168,7 @@ def test_two_workers_serve_the_same_ports_with_one_metrics_and_readiness(
     assert samples(proxy.http("/metrics")[1], "aclgate_requests_total", {"api": "Produce"}) > 0
     assert proxy.metric("aclgate_workers") == 2
     assert proxy.metric("aclgate_acls_ready") == 1  # a state: not 2
+    assert proxy.metric("aclgate_upstream_reachable") == 1  # a state too
     for index, count in enumerate(per_worker(proxy, "aclgate_connections_total")):
         assert proxy.metric("aclgate_worker_connections_total", {"worker": str(index)}) == count
 
@@ -342,6 +343,7 @@ def test_metrics_merge_sums_counters_keeps_states_and_retired_counters():
         'aclgate_connections_active{listener="bootstrap"} 2\n'
         "# TYPE aclgate_acls_ready gauge\naclgate_acls_ready 1\n"
         "# TYPE aclgate_acl_policy_version gauge\naclgate_acl_policy_version 4\n"
+        "# TYPE aclgate_upstream_reachable gauge\naclgate_upstream_reachable 1\n"
     )
     two = (
         "# TYPE aclgate_requests_total counter\n"
@@ -351,6 +353,7 @@ def test_metrics_merge_sums_counters_keeps_states_and_retired_counters():
         'aclgate_connections_active{listener="bootstrap"} 1\n'
         "# TYPE aclgate_acls_ready gauge\naclgate_acls_ready 0\n"
         "# TYPE aclgate_acl_policy_version gauge\naclgate_acl_policy_version 3\n"
+        "# TYPE aclgate_upstream_reachable gauge\naclgate_upstream_reachable 0\n"
     )
     merger = MetricsMerger()
     merged = merger.exposition([one, two]).decode()
@@ -359,6 +362,7 @@ def test_metrics_merge_sums_counters_keeps_states_and_retired_counters():
     assert samples(merged, "aclgate_connections_active") == 3
     assert samples(merged, "aclgate_acls_ready") == 0  # not ready until every worker is
     assert samples(merged, "aclgate_acl_policy_version") == 3  # the version all have
+    assert samples(merged, "aclgate_upstream_reachable") == 0  # one worker cannot reach it
     merger.retire(two)  # worker two died; its replacement starts from zero
     fresh = '# TYPE aclgate_requests_total counter\naclgate_requests_total{api="Produce"} 1\n'
     merged = merger.exposition([one, fresh]).decode()
