@@ -546,11 +546,20 @@ class FetchHandler(ApiHandler):
             return super().__call__(session, header, frame)
         ctx = session.context
         name = ctx.policy.topic_ids.name
+        names: list[str | None] = []
         for topic in peeked.topics:  # ids the cache lacks: looked up first (`dispatch`)
-            topic_id = getattr(topic, "topic_id", None)
-            if topic_id is not None and name(topic_id) is None:
+            if isinstance(topic, NamedFetchTopic):
+                names.append(topic.topic)
+                continue
+            known = name(topic.topic_id)
+            if known is None:
                 return self.dispatch(session, ctx, header, frame, peeked)
-        self._handle(session, ctx, header, frame, peeked)
+            names.append(known)
+        peeked.names = names
+        try:  # `_handle`, inlined
+            self.handle(session, ctx, header, frame, peeked)
+        except NotReady:
+            refuse_not_ready(session)
 
     def handle(
         self,
@@ -579,7 +588,11 @@ class FetchHandler(ApiHandler):
                     session, header, request, topics, ErrorCode.topic_authorization_failed
                 )
             return
-        names = topic_names(ctx, header, topics, name_field="topic")
+        names = (
+            request.names
+            if isinstance(request, PeekedFetch) and request.names is not None
+            else topic_names(ctx, header, topics, name_field="topic")
+        )
         allowed, denied, unknown = split_topics(ctx, header, topics, names, READ, "partitions")
         if v < 7:  # no sessions before v7
             self._full(session, header, frame, request, allowed, denied, unknown, 0)

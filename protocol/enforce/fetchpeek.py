@@ -90,7 +90,7 @@ class IdForgotten:
 class PeekedFetch:
     """What the Fetch handler reads of a consumer's Fetch request."""
 
-    __slots__ = ("forgotten_topics_data", "session_epoch", "session_id", "topics")
+    __slots__ = ("forgotten_topics_data", "names", "session_epoch", "session_id", "topics")
 
     #: only consumers' fetches are peeked
     replica_id = -1
@@ -107,6 +107,9 @@ class PeekedFetch:
         self.session_epoch = session_epoch
         self.topics = topics
         self.forgotten_topics_data = forgotten
+        #: each topic's name, when the handler found them all before `handle` (names as
+        #: given, ids known to the topic id cache): read once, not looked up again
+        self.names: list[str | None] | None = None
 
 
 #: topic ids repeat on every fetch of a consumer: one UUID object per id's bytes
