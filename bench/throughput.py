@@ -8,7 +8,9 @@ Method: a 1-node Apache Kafka 4.x (tests/kafka/cluster.py, the jars in tests/kaf
 loopback; aclgate (`python -m aclgate serve`) in its own process in front of it, enforcing ALL
 for User:ANONYMOUS plus --unrelated-acls prefixed ACLs for other principals (so the decision
 cache holds a realistic index); and, when this checkout's `aclgate serve --help` has
-`--workers`, a second aclgate with `--workers 2`. Each round runs every path in a rotating
+`--workers`, a second aclgate with `--workers 2`; when it has `--splice-min-bytes`, a third
+with the zero-copy relay of answers off (`--splice-min-bytes 0`), so its gain shows in the same
+run. Each round runs every path in a rotating
 order (A B C, B C A, ...): Kafka's `ProducerPerformance` writes --records records of
 --record-size bytes (acks=1, no throttle) to a fresh topic, then `ConsumerPerformance` reads
 them back. Per run: MB/s and records/s as the tools report them (MB = 2^20 bytes), the ratio
@@ -50,8 +52,15 @@ LABELS = {
     "direct": "Direct to Kafka",
     "aclgate": "aclgate",
     "aclgate-w2": "aclgate --workers 2",
+    "aclgate-nosplice": "aclgate --splice-min-bytes 0",
 }
-TOOLS = ("producer", "consumer")
+TOOLS = ("producer", "consumer", "rdkafka")
+#: how each tool is named in the table and the plot
+TOOL_NAMES = {
+    "producer": "Producer",
+    "consumer": "Consumer",
+    "rdkafka": "librdkafka consumer",
+}
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PRODUCER_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
 
@@ -128,6 +137,48 @@ def run_consumer(bootstrap: str, topic: str, records: int) -> dict[str, float]:
         "records_per_s": float(cells[9]),
         "whole_run_mb_per_s": float(cells[3]),
         "rebalance_ms": float(cells[6]),
+    }
+
+
+def run_rdkafka_consumer(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    """librdkafka (confluent-kafka) reading the topic from the start: MB/s and records/s from
+    the first record to the last, as ConsumerPerformance's fetch rate (the group join left
+    out). The values are only counted, so the client's Python loop costs little per MB."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"rdkafka-perf-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    got = size = 0
+    first = last = 0.0
+    deadline = time.monotonic() + 300
+    try:
+        while got < records and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, 1.0):
+                if msg.error() is not None:
+                    continue
+                if not got:
+                    first = time.monotonic()
+                got += 1
+                size += len(msg.value() or b"")
+            last = time.monotonic()
+    finally:
+        consumer.close()
+    if got < records:
+        raise RuntimeError(f"librdkafka consumer read {got} of {records} records")
+    seconds = max(last - first, 1e-6)
+    mb = size / 2**20
+    return {
+        "records": got,
+        "mb": round(mb, 2),
+        "mb_per_s": round(mb / seconds, 2),
+        "records_per_s": round(got / seconds, 1),
     }
 
 
@@ -222,16 +273,23 @@ def markdown(data: dict[str, Any]) -> str:
         f"({env.get('cpu_model')}) shared by the tools, the broker and the proxy.",
         "",
         f"{cfg['rounds']} interleaved rounds of {cfg['records']:,} records of "
-        f"{cfg['record_size']} bytes (acks=1); aclgate enforcing ALL for User:ANONYMOUS plus "
+        f"{cfg['record_size']} bytes (acks=1) to a topic of {cfg.get('partitions', 1)} "
+        "partition(s), read back by ConsumerPerformance and by a librdkafka consumer; aclgate enforcing ALL for User:ANONYMOUS plus "
         f"{cfg['unrelated_acls']:,} unrelated prefixed ACLs. Cells: median across rounds "
         "(min-max of MB/s in parentheses); MB = 2^20 bytes; the consumer's rate is "
         "`fetch.MB.sec` (from the first record). Ratio: this path's MB/s over direct's in the "
         "same round, median (range). CPU: user + system time of the proxy's processes per MB "
         "moved.",
         "",
-        "| Path | Producer MB/s | Producer records/s | Producer ratio | Consumer MB/s "
-        "| Consumer records/s | Consumer ratio | aclgate CPU ms/MB (producer; consumer) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Path | "
+        + " | ".join(
+            f"{TOOL_NAMES[t]} MB/s | {TOOL_NAMES[t]} records/s | {TOOL_NAMES[t]} ratio"
+            for t in TOOLS
+        )
+        + " | aclgate CPU ms/MB ("
+        + "; ".join(TOOL_NAMES[t].lower() for t in TOOLS)
+        + ") |",
+        "|---|" + "---|---|---|" * len(TOOLS) + "---|",
     ]
     for path in cfg["paths"]:
         row = [LABELS.get(path, path)]
@@ -273,7 +331,7 @@ def plot(data: dict[str, Any], path: Path) -> bool:
         values = [data["summary"][p][t]["mb_per_s"] for t in TOOLS]
         ax.bar([x + i * width for x in range(len(TOOLS))], values, width, label=LABELS.get(p, p))
     ax.set_xticks([x + width * (len(paths) - 1) / 2 for x in range(len(TOOLS))])
-    ax.set_xticklabels(["ProducerPerformance", "ConsumerPerformance"])
+    ax.set_xticklabels([TOOL_NAMES[t] for t in TOOLS])
     ax.set_ylabel("MB/s (median of rounds)")
     ax.set_title(f"{data['config']['records']:,} records of {data['config']['record_size']} B")
     ax.legend()
@@ -292,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--record-size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=1, help="of each topic (1)")
     parser.add_argument("--unrelated-acls", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--stem", default="throughput")
@@ -308,9 +367,12 @@ def main(argv: list[str] | None = None) -> int:
     env["loadavg_before"] = _loadavg()
     notes: list[str] = []
     paths = ["direct", "aclgate"]
+    serve_help = aclgate_serve_help()
+    if "--splice-min-bytes" in serve_help:  # the zero-copy relay's gain, in the same run
+        paths.append("aclgate-nosplice")
     if args.no_workers:
         notes.append("`--workers 2` left out (--no-workers).")
-    elif "--workers" in aclgate_serve_help():
+    elif "--workers" in serve_help:
         paths.append("aclgate-w2")
     else:
         notes.append(
@@ -329,6 +391,14 @@ def main(argv: list[str] | None = None) -> int:
         services: dict[str, Any] = {}
         try:
             services["aclgate"] = start_aclgate("aclgate", cluster.bootstrap, acl_file, work, [])
+            if "aclgate-nosplice" in paths:
+                services["aclgate-nosplice"] = start_aclgate(
+                    "aclgate-nosplice",
+                    cluster.bootstrap,
+                    acl_file,
+                    work,
+                    ["--splice-min-bytes", "0"],
+                )
             if "aclgate-w2" in paths:
                 services["aclgate-w2"] = start_aclgate(
                     "aclgate-w2", cluster.bootstrap, acl_file, work, ["--workers", "2"]
@@ -340,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                 results: dict[str, Any] = {}
                 for path in order:
                     topic = f"tp-{n}-{path}"
-                    cluster.create_topic(topic)
+                    cluster.create_topic(topic, partitions=args.partitions)
                     results[path] = {}
                     pid = services[path].process.pid if path in services else None
                     for tool in TOOLS:
@@ -349,8 +419,10 @@ def main(argv: list[str] | None = None) -> int:
                             got = run_producer(
                                 bootstrap[path], topic, args.records, args.record_size
                             )
-                        else:
+                        elif tool == "consumer":
                             got = run_consumer(bootstrap[path], topic, args.records)
+                        else:
+                            got = run_rdkafka_consumer(bootstrap[path], topic, args.records)
                         got["wall_s"] = round(time.monotonic() - t0, 2)
                         mb = got["records"] * args.record_size / 2**20
                         if pid:
@@ -394,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "unrelated_acls": args.unrelated_acls,
             "paths": paths,
+            "partitions": args.partitions,
         },
         "rounds": rounds,
         "summary": aggregate(rounds, paths),

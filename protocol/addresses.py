@@ -441,6 +441,12 @@ class EndpointStream:
         before = self._walk.feed(piece)
         return piece if before == len(piece) else piece[:before]
 
+    def opaque_ahead(self) -> int:
+        return self._walk.opaque()
+
+    def skip(self, n: int) -> None:
+        self._walk.skip(n)
+
     def finish(self) -> bytes | memoryview:
         """The held tagged fields, rewritten if needed."""
         out = rewrite_tagged_fields(

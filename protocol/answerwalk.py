@@ -162,6 +162,24 @@ class AnswerWalk:
             self.tail = bytearray()
         return n
 
+    def opaque(self) -> int:
+        """Bytes the walk would pass over next without reading them (the rest of a string
+        or record set it skips by its length)."""
+        return -self._want if self._want < 0 and self.tail is None else 0
+
+    def skip(self, n: int) -> None:
+        """Pass over the next `n` bytes (at most `opaque()`) without being given them: as
+        `feed` with bytes it would not read."""
+        if not 0 < n <= self.opaque():
+            raise ValueError(f"cannot skip {n} bytes, {self.opaque()} are opaque")
+        self._left -= n
+        want = self._want + n
+        if not want:
+            want = self._steps.send(0)
+        self._want = want
+        if want == 0:
+            self.tail = bytearray()
+
     def finish(self) -> bytearray:
         """The top-level tagged fields, once every byte has been fed."""
         if self._left or self.tail is None:

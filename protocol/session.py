@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import itertools
 import struct
+import sys
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from aclgate.protocol.addresses import AnswerCache, BrokerArrayCache, BrokerDirectory
 from aclgate.protocol.codec import MalformedResponse
@@ -65,6 +66,18 @@ class ResponseStream(Protocol):
 
     def finish(self) -> bytes | memoryview:
         """What was kept, rewritten if needed, once the whole answer has been fed."""
+
+    def opaque_ahead(self) -> int:
+        """How many of the next bytes the stream would relay without looking at them (a
+        record set it skips by its length): `skip`ped rather than fed, they may be moved by
+        the IO layer without entering Python (`ProxySession.opaque_ahead`)."""
+
+    def skip(self, n: int) -> None:
+        """The next `n` bytes (at most `opaque_ahead()`) went by unseen."""
+
+
+#: `ResponseStream.opaque_ahead` of a stream that would relay everything it has not seen
+UNBOUNDED = sys.maxsize
 
 
 class StreamedRewrite(Protocol):
@@ -246,7 +259,7 @@ class ProxySession:
         self.auth_failed = False
         #: state handlers keep per connection, by kind (`owned`, `own`, `state`): SASL
         #: progress, KIP-227 fetch sessions, regex members
-        self._owned: dict[type, object] = {}
+        self._owned: dict[type, Any] = {}  # kind -> a `kind` (see `owned`)
         self._splitter = FrameSplitter(config.max_frame, config.max_request_bytes)
         #: token -> what continues a request waiting for an effect, and whether it holds
         #: the requests behind it
@@ -264,7 +277,9 @@ class ProxySession:
         self._to_client: list[bytes | memoryview] = []
         # response stream state
         self._head = bytearray()
-        self._stream_left = 0  # bytes of a streamed response still to relay
+        #: bytes of a streamed response still to relay (read by the IO layer, a plain
+        #: attribute, before it asks `opaque_ahead`: zero-copy relay of large answers)
+        self.stream_left = 0
         self._stream: ResponseStream | None = None  # the streamed response's rewrite, if any
         self._buffer_left = 0  # bytes of a buffered response still to collect
         self._rbuf = bytearray()
@@ -293,7 +308,7 @@ class ProxySession:
         state = self._owned.get(kind)
         if state is None:
             state = self._owned[kind] = kind()
-        return cast(Owned, state)
+        return state  # the kind it was made of (`owned`, `own`): no cast() call per use
 
     def own(self, state: object) -> None:
         """Keep `state` as the connection's own of its kind (one made with arguments)."""
@@ -624,7 +639,7 @@ class ProxySession:
         # are. (Between requests the client and the broker evict the CPU caches, so every
         # Python call saved on this path shows in latency.)
         if (
-            not (self._head or self._stream_left or self._buffer_left or self._to_client)
+            not (self._head or self.stream_left or self._buffer_left or self._to_client)
             and len(data) >= 8
         ):
             size, correlation_id = _SIZE_CORR.unpack_from(data)
@@ -664,16 +679,16 @@ class ProxySession:
         pos, end = 0, len(data)
         try:
             while pos < end and not self.closed:
-                if self._stream_left:
-                    take = min(self._stream_left, end - pos)
+                if self.stream_left:
+                    take = min(self.stream_left, end - pos)
                     piece = view[pos : pos + take]
                     if self._stream is not None:
                         piece = self._stream.feed(piece)
                     if piece:
                         self._to_client.append(piece)
                     pos += take
-                    self._stream_left -= take
-                    if not self._stream_left:
+                    self.stream_left -= take
+                    if not self.stream_left:
                         self._end_streamed()
                 elif self._buffer_left:
                     take = min(self._buffer_left, end - pos)
@@ -693,6 +708,39 @@ class ProxySession:
                 else:
                     pos = self._start_response(view[pos : pos + 8], view, pos, end)
         except MalformedResponse as exc:
+            self.fail(f"cannot rewrite upstream response: {exc}", "bad_upstream_response")
+            return
+        except Exception as exc:
+            self.internal_error("a response", exc)
+            return
+        self._flush()
+
+    def opaque_ahead(self) -> int:
+        """How many of the broker's next bytes the session need not see: the rest of an
+        answer it is relaying to the client untouched, or the record set of one it walks
+        (a Fetch answer's records). The IO layer may move them from the broker's socket to
+        the client's itself (zero-copy, proxy/listen/splice.py), in order, and report each
+        part moved with `relayed_opaque`. 0 when no answer is being relayed, or when
+        something is still to be written to the client before those bytes."""
+        left = self.stream_left
+        if not left or self._to_client or self.closed:
+            return 0
+        stream = self._stream
+        return left if stream is None else min(left, stream.opaque_ahead())
+
+    def relayed_opaque(self, n: int) -> None:
+        """The IO layer moved the broker's next `n` bytes (at most `opaque_ahead()`) to the
+        client: the answer goes on, or ends (and what follows it is written) as if the bytes
+        had been fed through `upstream_data`."""
+        if not 0 < n <= self.opaque_ahead():
+            raise ValueError(f"{n} bytes relayed, {self.opaque_ahead()} were opaque")
+        try:
+            if self._stream is not None:
+                self._stream.skip(n)
+            self.stream_left -= n
+            if not self.stream_left:
+                self._end_streamed()
+        except MalformedResponse as exc:  # as upstream_data fails on it
             self.fail(f"cannot rewrite upstream response: {exc}", "bad_upstream_response")
             return
         except Exception as exc:
@@ -737,7 +785,7 @@ class ProxySession:
             if rewrite is not None:  # relayed as it comes, its end rewritten in place
                 self._stream = cast("StreamedRewrite", rewrite).stream(self, slot, left)
             self._to_client.append(head)
-            self._stream_left = left
+            self.stream_left = left
             if not left:
                 self._end_streamed()
             return pos + 8

@@ -302,6 +302,14 @@ class ProxyConfig:
         help="how often the proxy asks the cluster for its brokers, which also tells /readyz "
         "whether the cluster is reachable (default 5)",
     )
+    splice_min_bytes: int = _setting(
+        131_072,
+        parse=parse_size,
+        metavar="BYTES",
+        help="relay the record bytes of an answer in the kernel (splice(2), Linux, plain TCP on "
+        "both sides) when at least this many of them are still to come; 0 turns it off "
+        "(default 128KiB; docs/design.md, 'Zero-copy fetch answers')",
+    )
     api_version_cap: dict[int, int] = _setting(
         {},
         multiple=True,
@@ -747,6 +755,12 @@ class ProxyConfig:
                     setting=name,
                     problem="must be 0 (no limit) or more",
                 )
+        if self.splice_min_bytes < 0:
+            raise ConfigError(
+                "splice_min_bytes must be 0 (off) or more",
+                setting="splice_min_bytes",
+                problem="must be 0 (off) or more",
+            )
         if not self.shutdown_grace >= 0:
             raise ConfigError(
                 "shutdown_grace must be 0 or more seconds",
@@ -996,7 +1010,7 @@ GROUPS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
             "upstream_sasl_oauthbearer_token_endpoint_url", "upstream_sasl_oauthbearer_client_id",
             "upstream_sasl_oauthbearer_client_secret_file", "upstream_sasl_oauthbearer_scope",
             "upstream_sasl_oauthbearer_ssl_cafile", "upstream_sasl_login_refresh_window_factor",
-            "connect_timeout", "upstream_check_interval", "api_version_cap",
+            "connect_timeout", "upstream_check_interval", "api_version_cap", "splice_min_bytes",
         ),
     ),
     (

@@ -22,7 +22,13 @@ from typing import Protocol
 from aclgate.protocol.codec import MalformedResponse
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader, skip_tagged_fields
-from aclgate.protocol.session import ProxySession, ResponseRewriter, ResponseStream, Slot
+from aclgate.protocol.session import (
+    UNBOUNDED,
+    ProxySession,
+    ResponseRewriter,
+    ResponseStream,
+    Slot,
+)
 
 #: session epochs with a meaning (KIP-227): open a session / fetch without one (or close it)
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
@@ -175,6 +181,15 @@ class _HeadStream:
         if self._seen is not None:
             raise MalformedResponse("a Fetch answer shorter than its header")
         return self._inner.finish() if self._inner is not None else b""
+
+    def opaque_ahead(self) -> int:
+        if self._seen is not None:  # the head is read first
+            return 0
+        return self._inner.opaque_ahead() if self._inner is not None else UNBOUNDED
+
+    def skip(self, n: int) -> None:
+        if self._inner is not None:
+            self._inner.skip(n)
 
 
 def flexible(header: RequestHeader) -> bool:

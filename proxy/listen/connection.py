@@ -38,6 +38,7 @@ from aclgate.protocol.identity.proxyproto import (
 )
 from aclgate.protocol.identity.sslmapping import NoMatchingRule
 from aclgate.protocol.session import ProxySession
+from aclgate.proxy.listen.splice import Splicer
 from aclgate.proxy.ops.logs import log_safe
 from aclgate.proxy.upstream.connector import set_nodelay
 from aclgate.proxy.upstream.reauth import UpstreamReauthenticator
@@ -67,6 +68,8 @@ class ConnectionHost(Protocol):
     sasl_config: SaslListenerConfig | None
     connector: UpstreamConnector
     log_limiter: RateLimitedLog
+    #: the least opaque bytes of an answer relayed with splice(2) (0: never; proxy/listen/splice.py)
+    splice_min_bytes: int
 
     def log_refusal(self, key: str, message: str, level: int = ..., logger: str = ...) -> None: ...
     def connection_opened(
@@ -130,12 +133,16 @@ class UpstreamProtocol(asyncio.Protocol):
             started = metrics.begin_step(metrics.step_responses)
             session.upstream_data(data)
             metrics.responses_done(started)
+            if session.stream_left and session.stream_left >= self.conn.server.splice_min_bytes > 0:
+                self.conn.splice_opaque()
         elif reauth.active:
             reauth.feed(data)
         else:
             started = metrics.begin_step(metrics.step_responses)
             session.upstream_data(data)
             metrics.responses_done(started)
+            if session.stream_left and session.stream_left >= self.conn.server.splice_min_bytes > 0:
+                self.conn.splice_opaque()
             if reauth.due:
                 reauth.maybe_start()
 
@@ -191,6 +198,9 @@ class ClientConnection(asyncio.Protocol):
         self.seen_activity = -1
         self.quiet_since = 0.0
         self.opened_at = 0.0
+        #: relays large answers' opaque bytes in the kernel (made on first use; plain TCP
+        #: on both sides only)
+        self._splicer: Splicer | None = None
 
     # asyncio.Protocol (client side) ------------------------------------------------
 
@@ -428,6 +438,64 @@ class ClientConnection(asyncio.Protocol):
         self.session = None
         self._reauth = None
 
+    # zero-copy relay (proxy/listen/splice.py) -------------------------------------------
+
+    def splice_opaque(self) -> None:
+        """The session relays a large answer: move the part it need not see from the broker's
+        socket to the client's in the kernel, when both are plain TCP and nothing is still
+        queued for the client ahead of those bytes."""
+        session, transport, upstream = self.session, self.transport, self.upstream
+        if session is None or transport is None or upstream is None or self.closed:
+            return
+        splicer = self._splicer
+        if splicer is None:
+            splicer = self._splicer = self._new_splicer(transport, upstream, session)
+        if (
+            not splicer.usable
+            or splicer.active
+            or transport.get_write_buffer_size()
+            or session.opaque_ahead() < self.server.splice_min_bytes
+        ):
+            return
+        upstream.pause_reading()
+        if not splicer.start():
+            upstream.resume_reading()
+
+    def _new_splicer(
+        self, transport: asyncio.Transport, upstream: asyncio.Transport, session: ProxySession
+    ) -> Splicer:
+        sockets = [t.get_extra_info("socket") for t in (upstream, transport)]
+        splicer = Splicer(
+            asyncio.get_running_loop(),
+            self,
+            session,
+            sockets[0].fileno() if sockets[0] is not None else -1,
+            sockets[1].fileno() if sockets[1] is not None else -1,
+        )
+        plain = all(
+            s is not None and t.get_extra_info("sslcontext") is None
+            for s, t in zip(sockets, (upstream, transport), strict=True)
+        )
+        if not plain:  # TLS on a side: the bytes must go through user space
+            splicer.usable = False
+        return splicer
+
+    def splice_done(self) -> None:
+        upstream = self.upstream
+        if (
+            upstream is not None
+            and not upstream.is_closing()
+            and "client-backpressure" not in self._pause_reasons
+        ):
+            upstream.resume_reading()
+
+    def splice_failed(self, reason: str, kind: str | None) -> None:
+        self.close(reason, kind)
+
+    def splice_progress(self, n: int) -> None:
+        self.activity += 1
+        self.server.metrics.spliced_bytes.inc(n)
+
     def pause_writing(self) -> None:
         """The client is not reading its answers: stop reading the broker's answers and the
         client's requests, so what is owed to it stays within the write buffer's high-water
@@ -439,7 +507,8 @@ class ClientConnection(asyncio.Protocol):
             self.session.client_writable(False)
 
     def resume_writing(self) -> None:
-        if self.upstream is not None and not self.upstream.is_closing():
+        splicing = self._splicer is not None and self._splicer.active
+        if self.upstream is not None and not self.upstream.is_closing() and not splicing:
             self.upstream.resume_reading()
         if self.session is not None:
             self.session.client_writable(True)
@@ -592,6 +661,8 @@ class ClientConnection(asyncio.Protocol):
             connecting.cancel()  # nothing the broker must still get: give up
         if self._reauth is not None:
             self._reauth.cancel()
+        if self._splicer is not None:
+            self._splicer.close()
         if self.upstream is not None:
             self.upstream.close()
         if self.session is not None:

@@ -39,6 +39,7 @@ from aclgate.proxy.audit.dryrunfile import DryRunSettings
 from aclgate.proxy.audit.kafka import KafkaAuditSink, topic_settings
 from aclgate.proxy.audit.log import AuditLog
 from aclgate.proxy.config import ProxyConfig
+from aclgate.proxy.listen import splice
 from aclgate.proxy.listen.connection import REASON_LIMIT, ClientConnection
 from aclgate.proxy.listen.fdlimit import connection_budget, open_fd_count, raise_open_files_limit
 from aclgate.proxy.ops.http import HealthServer
@@ -116,6 +117,8 @@ class ProxyServer:
             on_held=lambda key: self.metrics.log_lines_suppressed.labels(key).inc()
         )
         self.security.log_limiter = self.log_limiter
+        #: answers' opaque bytes go through the kernel past this size (proxy/listen/splice.py)
+        self.splice_min_bytes = config.splice_min_bytes if splice.AVAILABLE else 0
         self._dropped_logged: set[int] = set()
         self._pending_listeners: list[asyncio.Task] = []
         self._tasks: list[asyncio.Task] = []

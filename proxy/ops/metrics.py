@@ -368,6 +368,12 @@ class ProxyMetrics:
             ["kind"],
             registry=r,
         )
+        self.spliced_bytes = Counter(
+            "aclgate_spliced_bytes",
+            "Answer bytes relayed from the broker to the client in the kernel (splice(2)), "
+            "never read into the proxy (--splice-min-bytes)",
+            registry=r,
+        )
         self.upstream_connect_failures = Counter(
             "aclgate_upstream_connect_failures",
             "Failed connections to upstream brokers",

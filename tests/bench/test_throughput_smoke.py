@@ -60,14 +60,16 @@ def test_a_small_run_writes_json_markdown_and_plot(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     data = json.loads((out / "throughput.json").read_text())
-    assert data["config"]["paths"] == ["direct", "aclgate"]
+    paths = ["direct", "aclgate", "aclgate-nosplice"]
+    assert data["config"]["paths"] == paths
     (entry,) = data["rounds"]
-    for path in ("direct", "aclgate"):
-        for tool in ("producer", "consumer"):
+    for path in paths:
+        for tool in ("producer", "consumer", "rdkafka"):
             cell = entry["results"][path][tool]
             assert cell["records"] == 3000 and cell["mb_per_s"] > 0 and cell["records_per_s"] > 0
     assert entry["results"]["aclgate"]["producer"]["proxy_cpu_s"] > 0
     assert data["summary"]["aclgate"]["consumer"]["ratio_to_direct"] > 0
     md = (out / "throughput.md").read_text()
     assert "| Direct to Kafka |" in md and "| aclgate |" in md and "--no-workers" in md
+    assert "| aclgate --splice-min-bytes 0 |" in md and "librdkafka consumer ratio" in md
     assert (out / "throughput.png").stat().st_size > 0

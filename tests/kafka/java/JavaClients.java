@@ -36,8 +36,21 @@ public final class JavaClients {
             try (Admin admin = Admin.create(base)) {
                 admin.createTopics(List.of(new NewTopic(topic, 2, (short) -1))).all().get();
                 int nodes = admin.describeCluster().nodes().get().size();
-                int partitions = admin.describeTopics(List.of(topic)).allTopicNames().get()
-                    .get(topic).partitions().size();
+                // a new topic reaches every broker's metadata a moment after CreateTopics
+                // returns (KRaft): a describe sent to one that has not seen it yet says
+                // UNKNOWN_TOPIC_OR_PARTITION, directly as through the proxy; Kafka's own tests
+                // wait for it too
+                int partitions = -1;
+                for (int attempt = 0; partitions < 0; attempt++) {
+                    try {
+                        partitions = admin.describeTopics(List.of(topic)).allTopicNames().get()
+                            .get(topic).partitions().size();
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        if (attempt >= 20 || !(e.getCause()
+                                instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException)) throw e;
+                        Thread.sleep(250);
+                    }
+                }
                 if (!admin.listTopics().names().get().contains(topic)) throw new IllegalStateException("topic not listed");
                 summary.append("nodes=").append(nodes).append(" partitions=").append(partitions);
             }
