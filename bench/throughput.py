@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,9 @@ def tree_cpu_seconds(root: int) -> float:
 # The tools
 
 
-def run_producer(bootstrap: str, topic: str, records: int, size: int) -> dict[str, float]:
+def run_producer(
+    bootstrap: str, topic: str, records: int, size: int, client: Client
+) -> dict[str, float]:
     from tests.kafka.tools import producer_perf_test
 
     result = producer_perf_test(
@@ -109,6 +112,8 @@ def run_producer(bootstrap: str, topic: str, records: int, size: int) -> dict[st
         num_records=records,
         record_size=size,
         properties={"acks": "1"},
+        # a file, not --command-property: a JAAS value holds '=' the tool would split on
+        config=client.java or None,
         timeout=600,
     ).check()
     matches = _PRODUCER_LINE.findall(result.stdout)
@@ -118,13 +123,14 @@ def run_producer(bootstrap: str, topic: str, records: int, size: int) -> dict[st
     return {"records": int(sent), "records_per_s": float(per_s), "mb_per_s": float(mb_s)}
 
 
-def run_consumer(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+def run_consumer(bootstrap: str, topic: str, records: int, client: Client) -> dict[str, float]:
     from tests.kafka.tools import run_tool
 
     result = run_tool(
         "kafka-consumer-perf-test",
         *("--bootstrap-server", bootstrap, "--topic", topic),
         *("--num-records", str(records), "--hide-header", "--timeout", "120000"),
+        config=client.java or None,
         timeout=600,
     ).check()
     line = [x for x in result.stdout.splitlines() if x.count(",") >= 9][-1]
@@ -140,7 +146,9 @@ def run_consumer(bootstrap: str, topic: str, records: int) -> dict[str, float]:
     }
 
 
-def run_rdkafka_consumer(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+def run_rdkafka_consumer(
+    bootstrap: str, topic: str, records: int, client: Client
+) -> dict[str, float]:
     """librdkafka (confluent-kafka) reading the topic from the start: MB/s and records/s from
     the first record to the last, as ConsumerPerformance's fetch rate (the group join left
     out). The values are only counted, so the client's Python loop costs little per MB."""
@@ -152,6 +160,7 @@ def run_rdkafka_consumer(bootstrap: str, topic: str, records: int) -> dict[str, 
             "group.id": f"rdkafka-perf-{topic}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            **client.rdkafka,
         }
     )
     consumer.subscribe([topic])
@@ -160,11 +169,14 @@ def run_rdkafka_consumer(bootstrap: str, topic: str, records: int) -> dict[str, 
     deadline = time.monotonic() + 300
     try:
         while got < records and time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, 1.0):
+            # short polls: the clock starts when the call that returns the first records
+            # began, so the group join is left out (up to one poll's 50 ms of it counted)
+            began = time.monotonic()
+            for msg in consumer.consume(10_000, 0.05):
                 if msg.error() is not None:
                     continue
                 if not got:
-                    first = time.monotonic()
+                    first = began
                 got += 1
                 size += len(msg.value() or b"")
             last = time.monotonic()
@@ -186,8 +198,81 @@ def run_rdkafka_consumer(bootstrap: str, topic: str, records: int) -> dict[str, 
 # Setup
 
 
-def write_acls(path: Path, unrelated: int) -> None:
-    """ALL for User:ANONYMOUS on every topic, group and the cluster, plus `unrelated`
+@dataclass(frozen=True)
+class Client:
+    """How the tools connect on one side: Java client properties and librdkafka settings
+    (nothing for PLAINTEXT)."""
+
+    java: dict[str, str] = field(default_factory=dict)
+    rdkafka: dict[str, Any] = field(default_factory=dict)
+
+
+#: the client principal of --tls (a SCRAM user of both aclgate's users file and Kafka's)
+TLS_USER, TLS_PASSWORD = "alice", "alice-secret"
+
+
+def tls_setup(cluster: Any, work: Path) -> tuple[dict[str, Client], list[str]]:
+    """--tls: the clients talk SASL_SSL (SCRAM-SHA-512) to Kafka's SASL_SSL listener directly,
+    or to aclgate's SASL_SSL listener (a dev-PKI certificate, a users file), and aclgate talks
+    SASL_SSL to the same Kafka listener as `admin`. Returns the clients and aclgate's flags."""
+    from aclgate.certs import pki
+    from aclgate.proxy.security.usersfile import add_user
+
+    kafka = cluster.listener("SASL_SSL")
+    ca_dir = work / "aclgate-pki"
+    pki.create_ca(ca_dir)
+    pki.issue_server(ca_dir, dns=["localhost"], ips=["127.0.0.1"])
+    users = work / "users.json"
+    add_user(users, TLS_USER, TLS_PASSWORD, ("SCRAM-SHA-512",))
+    password_file = work / "upstream-password"
+    password_file.write_text(kafka.users["admin"])
+    mechanism = "SCRAM-SHA-512"
+    direct = Client(
+        java=kafka.java_properties(user=TLS_USER, mechanism=mechanism),
+        rdkafka={
+            k: v
+            for k, v in kafka.confluent_config(user=TLS_USER, mechanism=mechanism).items()
+            if k != "bootstrap.servers"
+        },
+    )
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{TLS_USER}" password="{TLS_PASSWORD}";'
+    )
+    proxied = Client(
+        java={
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": mechanism,
+            "sasl.jaas.config": jaas,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca_dir / "ca.crt"),
+        },
+        rdkafka={
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": mechanism,
+            "sasl.username": TLS_USER,
+            "sasl.password": TLS_PASSWORD,
+            "ssl.ca.location": str(ca_dir / "ca.crt"),
+        },
+    )
+    flags = [
+        *("--listener-security-protocol", "SASL_SSL", "--sasl-mechanisms", mechanism),
+        *("--users-file", str(users)),
+        *(
+            "--ssl-certfile",
+            str(ca_dir / "server.crt"),
+            "--ssl-keyfile",
+            str(ca_dir / "server.key"),
+        ),
+        *("--upstream-security-protocol", "SASL_SSL", "--upstream-ssl-cafile", str(kafka.ca_file)),
+        *("--upstream-sasl-mechanism", mechanism, "--upstream-sasl-username", "admin"),
+        *("--upstream-sasl-password-file", str(password_file)),
+    ]
+    return {"direct": direct, "aclgate": proxied}, flags
+
+
+def write_acls(path: Path, unrelated: int, principal: str = "User:ANONYMOUS") -> None:
+    """ALL for `principal` on every topic, group and the cluster, plus `unrelated`
     prefixed ACLs of other principals."""
     from aclgate.authz.aclfile import dump_acl_file
     from aclgate.authz.model import AclBinding
@@ -206,9 +291,9 @@ def write_acls(path: Path, unrelated: int) -> None:
         )
 
     acls = [
-        acl("User:ANONYMOUS", "TOPIC", "*"),
-        acl("User:ANONYMOUS", "GROUP", "*"),
-        acl("User:ANONYMOUS", "CLUSTER", "kafka-cluster"),
+        acl(principal, "TOPIC", "*"),
+        acl(principal, "GROUP", "*"),
+        acl(principal, "CLUSTER", "kafka-cluster"),
     ]
     acls += [
         acl(f"User:app-{i % 50}", "TOPIC", f"unrelated-{i}-", "PREFIXED") for i in range(unrelated)
@@ -225,10 +310,49 @@ def start_aclgate(name: str, upstream: str, acl_file: Path, work: Path, extra: l
         *("--listen", f"127.0.0.1:{port}", "--broker-ports", f"{first}-{first + 9}"),
         *("--acl-file", str(acl_file), "--log-level", "WARNING", *extra),
     ]
+    tls = "SASL_SSL" in extra
+    metrics = free_port()
+    argv += ["--metrics-listen", f"127.0.0.1:{metrics}"]
     service = Service(name, argv, port, work)
+    service.metrics_port = metrics
     service.launch()
-    service.wait_ready()
+    if tls:
+        _wait_readyz(service, metrics)
+    else:
+        service.wait_ready()
     return service
+
+
+def spliced_mb(service: Any) -> float:
+    """MB aclgate relayed with splice(2) so far (`aclgate_spliced_bytes_total`; every
+    worker's, merged, with --workers)."""
+    import urllib.request
+
+    url = f"http://127.0.0.1:{service.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    for line in text.splitlines():
+        if line.startswith("aclgate_spliced_bytes_total "):
+            return float(line.split()[1]) / 2**20
+    return 0.0
+
+
+def _wait_readyz(service: Any, port: int, timeout: float = 60.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.process is None or service.process.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    service.stop()
+    raise RuntimeError(f"{service.name} not ready: {service.log_path.read_text()[-2000:]}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,7 +398,10 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"{cfg['rounds']} interleaved rounds of {cfg['records']:,} records of "
         f"{cfg['record_size']} bytes (acks=1) to a topic of {cfg.get('partitions', 1)} "
-        "partition(s), read back by ConsumerPerformance and by a librdkafka consumer; aclgate enforcing ALL for User:ANONYMOUS plus "
+        "partition(s), read back by ConsumerPerformance and by a librdkafka consumer"
+        + (", all over SASL_SSL" if cfg.get("tls") else "")
+        + "; aclgate enforcing ALL for "
+        f"{'User:' + TLS_USER if cfg.get('tls') else 'User:ANONYMOUS'} plus "
         f"{cfg['unrelated_acls']:,} unrelated prefixed ACLs. Cells: median across rounds "
         "(min-max of MB/s in parentheses); MB = 2^20 bytes; the consumer's rate is "
         "`fetch.MB.sec` (from the first record). Ratio: this path's MB/s over direct's in the "
@@ -358,6 +485,12 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="1 round of 20,000 records, to a temporary directory"
     )
     parser.add_argument("--no-workers", action="store_true", help="leave out --workers 2")
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="SASL_SSL (SCRAM-SHA-512) between the clients and Kafka or aclgate, and from "
+        "aclgate to Kafka (default: PLAINTEXT everywhere)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.records, args.rounds = 20_000, 1
@@ -368,7 +501,12 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     paths = ["direct", "aclgate"]
     serve_help = aclgate_serve_help()
-    if "--splice-min-bytes" in serve_help:  # the zero-copy relay's gain, in the same run
+    if args.tls:
+        notes.append(
+            "SASL_SSL (SCRAM-SHA-512) from the clients to Kafka's or aclgate's listener, and "
+            "from aclgate to Kafka (`--tls`); no zero-copy path: TLS is never spliced."
+        )
+    elif "--splice-min-bytes" in serve_help:  # the zero-copy relay's gain, in the same run
         paths.append("aclgate-nosplice")
     if args.no_workers:
         notes.append("`--workers 2` left out (--no-workers).")
@@ -385,25 +523,33 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="aclgate-throughput-") as tmp:
         work = Path(tmp)
         acl_file = work / "acls.json"
-        write_acls(acl_file, args.unrelated_acls)
+        write_acls(
+            acl_file, args.unrelated_acls, f"User:{TLS_USER}" if args.tls else "User:ANONYMOUS"
+        )
         print("starting Apache Kafka ...", flush=True)
-        cluster = KafkaCluster(nodes=1, listeners=("PLAINTEXT",), workdir=work / "kafka").start()
+        listeners = ("PLAINTEXT", "SASL_SSL") if args.tls else ("PLAINTEXT",)
+        cluster = KafkaCluster(nodes=1, listeners=listeners, workdir=work / "kafka").start()
         services: dict[str, Any] = {}
+        clients: dict[str, Client] = {"direct": Client(), "aclgate": Client()}
+        upstream, security = cluster.bootstrap, []
+        if args.tls:
+            clients, security = tls_setup(cluster, work)
+            upstream = cluster.listener("SASL_SSL").bootstrap
         try:
-            services["aclgate"] = start_aclgate("aclgate", cluster.bootstrap, acl_file, work, [])
+            services["aclgate"] = start_aclgate("aclgate", upstream, acl_file, work, security)
             if "aclgate-nosplice" in paths:
                 services["aclgate-nosplice"] = start_aclgate(
                     "aclgate-nosplice",
-                    cluster.bootstrap,
+                    upstream,
                     acl_file,
                     work,
-                    ["--splice-min-bytes", "0"],
+                    ["--splice-min-bytes", "0", *security],
                 )
             if "aclgate-w2" in paths:
                 services["aclgate-w2"] = start_aclgate(
-                    "aclgate-w2", cluster.bootstrap, acl_file, work, ["--workers", "2"]
+                    "aclgate-w2", upstream, acl_file, work, ["--workers", "2", *security]
                 )
-            bootstrap = {"direct": cluster.bootstrap}
+            bootstrap = {"direct": upstream}
             bootstrap.update({name: s.address for name, s in services.items()})
             for n in range(args.rounds):
                 order = paths[n % len(paths) :] + paths[: n % len(paths)]
@@ -415,20 +561,23 @@ def main(argv: list[str] | None = None) -> int:
                     pid = services[path].process.pid if path in services else None
                     for tool in TOOLS:
                         cpu0, t0 = (tree_cpu_seconds(pid) if pid else 0.0), time.monotonic()
+                        spliced0 = spliced_mb(services[path]) if pid else 0.0
+                        client = clients["direct" if path == "direct" else "aclgate"]
                         if tool == "producer":
                             got = run_producer(
-                                bootstrap[path], topic, args.records, args.record_size
+                                bootstrap[path], topic, args.records, args.record_size, client
                             )
                         elif tool == "consumer":
-                            got = run_consumer(bootstrap[path], topic, args.records)
+                            got = run_consumer(bootstrap[path], topic, args.records, client)
                         else:
-                            got = run_rdkafka_consumer(bootstrap[path], topic, args.records)
+                            got = run_rdkafka_consumer(bootstrap[path], topic, args.records, client)
                         got["wall_s"] = round(time.monotonic() - t0, 2)
                         mb = got["records"] * args.record_size / 2**20
                         if pid:
                             cpu = tree_cpu_seconds(pid) - cpu0
                             got["proxy_cpu_s"] = round(cpu, 3)
                             got["cpu_ms_per_mb"] = round(cpu * 1000 / mb, 3) if mb else None
+                            got["spliced_mb"] = round(spliced_mb(services[path]) - spliced0, 1)
                         results[path][tool] = got
                         print(f"round {n + 1} {path:10} {tool:8} {got}", flush=True)
                 rounds.append(
@@ -467,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
             "unrelated_acls": args.unrelated_acls,
             "paths": paths,
             "partitions": args.partitions,
+            "tls": args.tls,
         },
         "rounds": rounds,
         "summary": aggregate(rounds, paths),
