@@ -40,7 +40,7 @@ from typing import Any
 from aclgate.proxy.demo.embedded_broker import free_port
 from bench.latency import RESULTS, Service, _loadavg, environment
 from bench.recording import measured_code, write_results
-from bench.throughput import _CLK_TCK, run_consumer, run_producer, write_acls
+from bench.throughput import _CLK_TCK, free_base_port, run_consumer, run_producer, write_acls
 
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 _API_LINE = re.compile(r'^aclgate_requests_total\{api="(?P<api>[^"]+)"\} (?P<n>[\d.e+]+)$', re.M)
@@ -51,23 +51,6 @@ def cpu_split(pid: int) -> tuple[float, float]:
     text = Path(f"/proc/{pid}/stat").read_text()
     fields = text[text.rindex(")") + 2 :].split()
     return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK
-
-
-def free_base_port() -> int:
-    """A port p with p..p+9 free (the cluster's fixed ports: PLAINTEXT p, INTERNAL p+1,
-    CONTROLLER p+9)."""
-    import socket
-
-    for _ in range(50):
-        base = free_port()
-        try:
-            for port in range(base, base + 10):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no 10 consecutive free ports")
 
 
 def thread_cpu(pid: int) -> dict[str, float]:

@@ -54,6 +54,7 @@ LABELS = {
     "aclgate": "aclgate",
     "aclgate-w2": "aclgate --workers 2",
     "aclgate-nosplice": "aclgate --splice-min-bytes 0",
+    "relay": "Bare relay (bench/relay.py, the floor)",
 }
 TOOLS = ("producer", "consumer", "rdkafka")
 #: how each tool is named in the table and the plot
@@ -102,8 +103,9 @@ def tree_cpu_seconds(root: int) -> float:
 
 
 def run_producer(
-    bootstrap: str, topic: str, records: int, size: int, client: Client
+    bootstrap: str, topic: str, records: int, size: int, client: Client | None = None
 ) -> dict[str, float]:
+    client = client or PLAIN
     from tests.kafka.tools import producer_perf_test
 
     result = producer_perf_test(
@@ -123,7 +125,10 @@ def run_producer(
     return {"records": int(sent), "records_per_s": float(per_s), "mb_per_s": float(mb_s)}
 
 
-def run_consumer(bootstrap: str, topic: str, records: int, client: Client) -> dict[str, float]:
+def run_consumer(
+    bootstrap: str, topic: str, records: int, client: Client | None = None
+) -> dict[str, float]:
+    client = client or PLAIN
     from tests.kafka.tools import run_tool
 
     result = run_tool(
@@ -147,7 +152,7 @@ def run_consumer(bootstrap: str, topic: str, records: int, client: Client) -> di
 
 
 def run_rdkafka_consumer(
-    bootstrap: str, topic: str, records: int, client: Client
+    bootstrap: str, topic: str, records: int, client: Client | None = None
 ) -> dict[str, float]:
     """librdkafka (confluent-kafka) reading the topic from the start: MB/s and records/s from
     the first record to the last, as ConsumerPerformance's fetch rate (the group join left
@@ -160,7 +165,7 @@ def run_rdkafka_consumer(
             "group.id": f"rdkafka-perf-{topic}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            **client.rdkafka,
+            **(client or PLAIN).rdkafka,
         }
     )
     consumer.subscribe([topic])
@@ -206,6 +211,9 @@ class Client:
     java: dict[str, str] = field(default_factory=dict)
     rdkafka: dict[str, Any] = field(default_factory=dict)
 
+
+#: PLAINTEXT: no client settings
+PLAIN = Client()
 
 #: the client principal of --tls (a SCRAM user of both aclgate's users file and Kafka's)
 TLS_USER, TLS_PASSWORD = "alice", "alice-secret"
@@ -301,6 +309,23 @@ def write_acls(path: Path, unrelated: int, principal: str = "User:ANONYMOUS") ->
     path.write_text(dump_acl_file(acls))
 
 
+def free_base_port() -> int:
+    """A port p with p..p+9 free (the cluster's fixed ports: PLAINTEXT p, INTERNAL p+1,
+    CONTROLLER p+9)."""
+    import socket
+
+    for _ in range(50):
+        base = free_port()
+        try:
+            for port in range(base, base + 10):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no 10 consecutive free ports")
+
+
 def start_aclgate(name: str, upstream: str, acl_file: Path, work: Path, extra: list[str]) -> Any:
     port, node1 = free_port(), free_port()
     first = node1 - 1  # port_for_node: FIRST + node id, and the 1-node cluster's id is 1
@@ -380,6 +405,14 @@ def aggregate(rounds: list[dict[str, Any]], paths: list[str]) -> dict[str, Any]:
                 ]
                 cell["ratio_to_direct"] = round(statistics.median(ratios), 3)
                 cell["ratio_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
+                if "relay" in paths and path != "relay":
+                    floor = [
+                        r["results"][path][tool]["mb_per_s"]
+                        / r["results"]["relay"][tool]["mb_per_s"]
+                        for r in rounds
+                    ]
+                    cell["ratio_to_relay"] = round(statistics.median(floor), 3)
+                    cell["ratio_to_relay_range"] = [round(min(floor), 3), round(max(floor), 3)]
                 cpu = [run["cpu_ms_per_mb"] for run in runs]
                 cell["cpu_ms_per_mb"] = round(statistics.median(cpu), 2)
                 cell["cpu_ms_per_mb_range"] = [round(min(cpu), 2), round(max(cpu), 2)]
@@ -437,6 +470,17 @@ def markdown(data: dict[str, Any]) -> str:
         )
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
+    if "relay" in cfg["paths"]:
+        for path in cfg["paths"]:
+            if path in ("direct", "relay"):
+                continue
+            ratios = "; ".join(
+                f"{TOOL_NAMES[t]} {summary[path][t]['ratio_to_relay']:.2f} "
+                f"({summary[path][t]['ratio_to_relay_range'][0]:.2f}-"
+                f"{summary[path][t]['ratio_to_relay_range'][1]:.2f})"
+                for t in TOOLS
+            )
+            lines.append(f"* {LABELS.get(path, path)} over the bare relay, same rounds: {ratios}.")
     for note in data["notes"]:
         lines.append(f"* {note}")
     lines.append("")
@@ -501,6 +545,13 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     paths = ["direct", "aclgate"]
     serve_help = aclgate_serve_help()
+    if not args.tls:  # the floor of any Python hop, in the same rounds
+        paths.insert(1, "relay")
+        notes.append(
+            "The bare relay (bench/relay.py: uvloop Protocols copying bytes both ways, nothing "
+            "parsed) is the floor of any Python hop: Kafka advertises it on its PLAINTEXT "
+            "listener, and direct and aclgate use the INTERNAL listener (PLAINTEXT too)."
+        )
     if args.tls:
         notes.append(
             "SASL_SSL (SCRAM-SHA-512) from the clients to Kafka's or aclgate's listener, and "
@@ -528,10 +579,37 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("starting Apache Kafka ...", flush=True)
         listeners = ("PLAINTEXT", "SASL_SSL") if args.tls else ("PLAINTEXT",)
-        cluster = KafkaCluster(nodes=1, listeners=listeners, workdir=work / "kafka").start()
+        base, relay_port = free_base_port(), free_port()
+        # the relay needs Kafka to advertise it on the PLAINTEXT listener (so every connection
+        # of a tool goes through it); direct and aclgate then use INTERNAL, which advertises
+        # itself (bench/profile_proxy.py does the same)
+        advertised = {} if args.tls else {
+            "advertised.listeners": f"INTERNAL://127.0.0.1:{base + 1},"
+            f"PLAINTEXT://127.0.0.1:{relay_port}"
+        }  # fmt: skip
+        cluster = KafkaCluster(
+            nodes=1,
+            listeners=listeners,
+            workdir=work / "kafka",
+            base_port=base,
+            broker_config=advertised,
+        ).start()
         services: dict[str, Any] = {}
         clients: dict[str, Client] = {"direct": Client(), "aclgate": Client()}
-        upstream, security = cluster.bootstrap, []
+        upstream, security = cluster.internal.bootstrap, []
+        if "relay" in paths:
+            services["relay"] = Service(
+                "relay",
+                [
+                    sys.executable,
+                    *("-m", "bench.relay", "--listen", f"127.0.0.1:{relay_port}"),
+                    *("--upstream", f"127.0.0.1:{base}"),
+                ],
+                relay_port,
+                work,
+            )
+            services["relay"].launch()
+            services["relay"].wait_ready()
         if args.tls:
             clients, security = tls_setup(cluster, work)
             upstream = cluster.listener("SASL_SSL").bootstrap
@@ -561,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
                     pid = services[path].process.pid if path in services else None
                     for tool in TOOLS:
                         cpu0, t0 = (tree_cpu_seconds(pid) if pid else 0.0), time.monotonic()
-                        spliced0 = spliced_mb(services[path]) if pid else 0.0
+                        gate = path.startswith("aclgate")
+                        spliced0 = spliced_mb(services[path]) if gate else 0.0
                         client = clients["direct" if path == "direct" else "aclgate"]
                         if tool == "producer":
                             got = run_producer(
@@ -577,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
                             cpu = tree_cpu_seconds(pid) - cpu0
                             got["proxy_cpu_s"] = round(cpu, 3)
                             got["cpu_ms_per_mb"] = round(cpu * 1000 / mb, 3) if mb else None
-                            got["spliced_mb"] = round(spliced_mb(services[path]) - spliced0, 1)
+                            if gate:
+                                got["spliced_mb"] = round(spliced_mb(services[path]) - spliced0, 1)
                         results[path][tool] = got
                         print(f"round {n + 1} {path:10} {tool:8} {got}", flush=True)
                 rounds.append(

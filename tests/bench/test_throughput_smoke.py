@@ -60,7 +60,7 @@ def test_a_small_run_writes_json_markdown_and_plot(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     data = json.loads((out / "throughput.json").read_text())
-    paths = ["direct", "aclgate", "aclgate-nosplice"]
+    paths = ["direct", "relay", "aclgate", "aclgate-nosplice"]
     assert data["config"]["paths"] == paths
     (entry,) = data["rounds"]
     for path in paths:
@@ -72,4 +72,6 @@ def test_a_small_run_writes_json_markdown_and_plot(tmp_path):
     md = (out / "throughput.md").read_text()
     assert "| Direct to Kafka |" in md and "| aclgate |" in md and "--no-workers" in md
     assert "| aclgate --splice-min-bytes 0 |" in md and "librdkafka consumer ratio" in md
+    assert "| Bare relay (bench/relay.py, the floor) |" in md and "over the bare relay" in md
+    assert data["summary"]["aclgate"]["rdkafka"]["ratio_to_relay"] > 0
     assert (out / "throughput.png").stat().st_size > 0
