@@ -707,13 +707,17 @@ class ProxySession:
                         self._start_response(head, None, 0, 0)
                 else:
                     pos = self._start_response(view[pos : pos + 8], view, pos, end)
-        except MalformedResponse as exc:
-            self.fail(f"cannot rewrite upstream response: {exc}", "bad_upstream_response")
-            return
         except Exception as exc:
-            self.internal_error("a response", exc)
+            self._answer_failed(exc)
             return
         self._flush()
+
+    def _answer_failed(self, exc: Exception) -> None:
+        """An answer that cannot be relayed: malformed (the broker's), or a bug of ours."""
+        if isinstance(exc, MalformedResponse):
+            self.fail(f"cannot rewrite upstream response: {exc}", "bad_upstream_response")
+        else:
+            self.internal_error("a response", exc)
 
     def opaque_ahead(self) -> int:
         """How many of the broker's next bytes the session need not see: the rest of an
@@ -740,11 +744,8 @@ class ProxySession:
             self.stream_left -= n
             if not self.stream_left:
                 self._end_streamed()
-        except MalformedResponse as exc:  # as upstream_data fails on it
-            self.fail(f"cannot rewrite upstream response: {exc}", "bad_upstream_response")
-            return
-        except Exception as exc:
-            self.internal_error("a response", exc)
+        except Exception as exc:  # as upstream_data fails on it
+            self._answer_failed(exc)
             return
         self._flush()
 
