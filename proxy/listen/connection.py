@@ -128,23 +128,18 @@ class UpstreamProtocol(asyncio.Protocol):
         reauth = self.reauth
         session = self.conn.session
         assert session is not None  # a connection without a session never opens upstream
-        metrics = self.conn.server.metrics
-        if reauth is None:
-            started = metrics.begin_step(metrics.step_responses)
-            session.upstream_data(data)
-            metrics.responses_done(started)
-            if session.stream_left and session.stream_left >= self.conn.server.splice_min_bytes > 0:
-                self.conn.splice_opaque()
-        elif reauth.active:
+        if reauth is not None and reauth.active:  # the broker's answers to our own login
             reauth.feed(data)
-        else:
-            started = metrics.begin_step(metrics.step_responses)
-            session.upstream_data(data)
-            metrics.responses_done(started)
-            if session.stream_left and session.stream_left >= self.conn.server.splice_min_bytes > 0:
-                self.conn.splice_opaque()
-            if reauth.due:
-                reauth.maybe_start()
+            return
+        metrics = self.conn.server.metrics
+        started = metrics.begin_step(metrics.step_responses)
+        session.upstream_data(data)
+        metrics.responses_done(started)
+        left = session.stream_left  # a large answer still coming: relay it in the kernel?
+        if left and left >= self.conn.server.splice_min_bytes > 0:
+            self.conn.splice_opaque()
+        if reauth is not None and reauth.due:
+            reauth.maybe_start()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conn.upstream_lost(exc)

@@ -29,7 +29,6 @@ import errno
 import fcntl
 import logging
 import os
-from collections.abc import Callable
 from typing import Protocol
 
 log = logging.getLogger("aclgate.splice")
@@ -89,11 +88,10 @@ class Splicer:
         self._fds: tuple[int, int, int, int] | None = None
         #: bytes taken from the broker into the pipe, not yet in the client's socket
         self._in_pipe = 0
-        self._waiting: Callable[[int], None] | None = None
-        self._waiting_fd = -1
+        #: (descriptor, for writing) the relay waits on, if it waits
+        self._waiting: tuple[int, bool] | None = None
         #: False after a failure that is not a peer's: the ordinary path from then on
         self.usable = AVAILABLE
-        self.bytes_moved = 0
 
     @property
     def active(self) -> bool:
@@ -141,17 +139,17 @@ class Splicer:
             self._loop.add_writer(fd, self._step)
         else:
             self._loop.add_reader(fd, self._step)
-        self._waiting_fd = fd if not writable else -fd - 1
+        self._waiting = (fd, writable)
 
     def _unwait(self) -> None:
-        fd = self._waiting_fd
-        if fd == -1:
+        waiting, self._waiting = self._waiting, None
+        if waiting is None:
             return
-        self._waiting_fd = -1
-        if fd >= 0:
-            self._loop.remove_reader(fd)
+        fd, writable = waiting
+        if writable:
+            self._loop.remove_writer(fd)
         else:
-            self._loop.remove_writer(-fd - 1)
+            self._loop.remove_reader(fd)
 
     def _step(self) -> None:
         """Move what can be moved now; wait for the socket that is not ready."""
@@ -174,7 +172,6 @@ class Splicer:
                         raise OSError(errno.EIO, "splice to the client moved nothing")
                     self._in_pipe -= n
                     moved += n
-                    self.bytes_moved += n
                     source.relayed_opaque(n)  # may end the answer: its tail is written
                     continue
                 want = source.opaque_ahead()

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import socket
 import time
 import uuid
 
 import pytest
 
+from aclgate.protocol.codec import decode_response
 from tests.fixtures.rawclient import RawClient, module, request_entity
 
 RECORD = 64 * 1024
@@ -138,22 +138,13 @@ def test_a_slow_reader_gets_the_answer_whole(upstream, proxy_factory, version):
     assert len(expected) > RECORD * RECORDS
     before = proxy.metric("aclgate_spliced_bytes_total")
 
-    slow = socket.socket()
-    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    host, port = proxy.bootstrap.rsplit(":", 1)
-    slow.settimeout(10)
-    slow.connect((host, int(port)))
-    client = RawClient.__new__(RawClient)
-    client.sock, client._ids = slow, iter(range(1, 100))
-    with client:
+    with RawClient(proxy.bootstrap, timeout=10, receive_buffer=4096) as client:
         client.send(request)
         time.sleep(1.0)  # the relay meets a full socket and waits for it to drain
         with RawClient(proxy.bootstrap) as other:  # served while the slow one stalls
             assert other.request(_fetch(version, topic, topic_id)) is not None
         frame = client.recv_frame()
     assert frame is not None
-    from aclgate.protocol.codec import decode_response
-
     assert _records(decode_response(frame, 1, version)) == expected
     # both answers spliced but for what came in with their first reads
     assert proxy.metric("aclgate_spliced_bytes_total") - before >= 2 * (len(expected) - (256 << 10))
@@ -164,15 +155,10 @@ def test_a_client_gone_mid_answer_closes_only_its_connection(tansu, proxy_factor
     topic, values = _topic_with_records(proxy.bootstrap)
     request = _fetch(12, topic, None)
     for _ in range(3):
-        gone = socket.socket()
-        gone.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        host, port = proxy.bootstrap.rsplit(":", 1)
-        gone.connect((host, int(port)))
-        client = RawClient.__new__(RawClient)
-        client.sock, client._ids = gone, iter(range(1, 100))
+        client = RawClient(proxy.bootstrap, receive_buffer=4096)
         client.send(request)
         time.sleep(0.3)
-        gone.close()  # mid-relay: the splice to it fails, its connection closes
+        client.close()  # mid-relay: the splice to it fails, its connection closes
     assert _consume(proxy.bootstrap, topic, RECORDS) == values
     deadline = time.monotonic() + 10
     while (
