@@ -51,16 +51,25 @@ def decide_each(
 
 
 def in_turns(
-    session: ProxySession, work: Generator[None, None, T], then: Callable[[T], None]
+    session: ProxySession,
+    work: Generator[None, None, T],
+    then: Callable[[T], None],
+    _resumed: bool = False,
 ) -> None:
     """Run `work` a step per turn of the event loop (each `yield` ends a turn: the NextTurn
-    effect), then `then(what it returned)`. The first step runs at once."""
+    effect), then `then(what it returned)`. The first step runs at once; when `work` took
+    more than one turn, `then` gets a turn of its own (it is work on the whole request, such
+    as splitting its entries by verdict, and must not add to the last slice's)."""
     try:
         next(work)
     except StopIteration as done:
-        then(done.value)
+        result: T = done.value
+        if _resumed:
+            session.wait(NextTurn(), lambda _: then(result))
+        else:
+            then(result)
         return
-    session.wait(NextTurn(), lambda _: in_turns(session, work, then))
+    session.wait(NextTurn(), lambda _: in_turns(session, work, then, True))
 
 
 def decide_targets(
