@@ -42,7 +42,11 @@ from aclgate.authz.model import (
 )
 from aclgate.authz.snapshot import Snapshot
 
+#: a session without group principals
+NO_GROUPS: frozenset[str] = frozenset()
+
 __all__ = [
+    "NO_GROUPS",
     "RULE_ACL",
     "RULE_DEFAULT_DENY",
     "RULE_NO_ACL_DEFAULT",
@@ -146,6 +150,11 @@ class Authorizer:
 
     # ------------------------------------------------------------------ decisions
 
+    def is_super_user(self, principal: str, groups: frozenset[str] = NO_GROUPS) -> bool:
+        """`principal`, or one of the session's `groups`, is a super user."""
+        supers = self._super_users
+        return principal in supers or (bool(groups) and not supers.isdisjoint(groups))
+
     def authorize(
         self,
         principal: str,
@@ -153,18 +162,27 @@ class Authorizer:
         operation: AclOperation,
         resource_type: ResourceType,
         resource_name: str,
+        groups: frozenset[str] = NO_GROUPS,
     ) -> Decision:
         """Decide one action on a LITERAL resource name (queries are names, never patterns).
 
-        `host` is the client IP as Java formats it (docs/authz.md, "Hosts"). Raises
-        AuthorizerNotReadyError for everyone but super users until the first load.
+        `host` is the client IP as Java formats it (docs/authz.md, "Hosts"). `groups`: the
+        session's group principals (`Group:NAME`), whose ACLs apply to it as its own do
+        (docs/authz.md, "Group principals"). Raises AuthorizerNotReadyError for everyone but
+        super users until the first load.
         """
-        if principal in self._super_users:
+        supers = self._super_users
+        if principal in supers or (groups and not supers.isdisjoint(groups)):
             return SUPER_USER
         snap = self._snap
         if snap is None:
             raise AuthorizerNotReadyError("The authorizer has not loaded its ACLs yet.")
-        key = (principal, host, operation, resource_type, resource_name)
+        # a frozenset keeps its hash: a session's groups cost one more slot in the key
+        key = (
+            (principal, host, operation, resource_type, resource_name, groups)
+            if groups
+            else (principal, host, operation, resource_type, resource_name)
+        )
         cache = snap.cache
         decision = cache.young.get(key)  # the common hit, without a call; then the full get
         if decision is None:
@@ -174,7 +192,14 @@ class Authorizer:
             if index is None:
                 decision = self._no_acl
             else:
-                decision = index.decide(principal, host, operation, resource_name, self._no_acl)
+                decision = index.decide(
+                    principal,
+                    host,
+                    operation,
+                    resource_name,
+                    self._no_acl,
+                    groups & snap.group_principals if groups else (),
+                )
             cache.put(key, decision)
         return decision
 
@@ -184,6 +209,7 @@ class Authorizer:
         host: str,
         operation: AclOperation,
         resource_type: ResourceType,
+        groups: frozenset[str] = NO_GROUPS,
     ) -> Decision:
         """KIP-679: may the caller do `operation` on at least one resource of the type?
         Kafka's default-interface algorithm, which KRaft uses (docs/authz.md,
@@ -196,12 +222,12 @@ class Authorizer:
             raise ValueError("Must specify a non-filter operation type for authorizeByResourceType")
         if operation == AclOperation.UNKNOWN:
             raise ValueError("Unknown operation type")
-        if principal in self._super_users:
+        if self.is_super_user(principal, groups):
             return SUPER_USER
         snap = self._snap
         if snap is None:
             raise AuthorizerNotReadyError("The authorizer has not loaded its ACLs yet.")
-        key = (principal, host, operation, resource_type, None)
+        key = (principal, host, operation, resource_type, None, groups)
         decision = snap.cache.get(key)
         if decision is None:
             decision = byresourcetype.decide(
@@ -210,21 +236,27 @@ class Authorizer:
                 host,
                 operation,
                 lambda: self.authorize(
-                    principal, host, operation, resource_type, byresourcetype.PROBE_NAME
+                    principal, host, operation, resource_type, byresourcetype.PROBE_NAME, groups
                 ),
+                groups & snap.group_principals if groups else (),
             )
             snap.cache.put(key, decision)
         return decision
 
     def authorized_operations(
-        self, principal: str, host: str, resource_type: ResourceType, resource_name: str
+        self,
+        principal: str,
+        host: str,
+        resource_type: ResourceType,
+        resource_name: str,
+        groups: frozenset[str] = NO_GROUPS,
     ) -> int:
         """The 32-bit authorized-operations field: bit `1 << code` per supported, allowed
         operation of the type (docs/authz.md, "Operations per resource type"; ALL is never a
         bit)."""
         bits = 0
         for op in SUPPORTED_OPERATIONS.get(resource_type, ()):
-            if self.authorize(principal, host, op, resource_type, resource_name).allowed:
+            if self.authorize(principal, host, op, resource_type, resource_name, groups).allowed:
                 bits |= 1 << op
         return bits
 

@@ -100,6 +100,7 @@ def decide(
     host: str,
     op: AclOperation,
     probe: Callable[[], Decision],
+    session_groups: Iterable[str] = (),
 ) -> Decision:
     """Steps 1-5 of docs/authz.md, "`authorizeByResourceType`". `probe` authorizes op on the
     literal name `hardcode`."""
@@ -110,7 +111,7 @@ def decide(
         s
         for key in {
             (p, h, o)
-            for p in (principal, WILDCARD_PRINCIPAL)
+            for p in (principal, WILDCARD_PRINCIPAL, *session_groups)
             for h in (host, WILDCARD_HOST)
             for o in (op, AclOperation.ALL)
         }

@@ -72,14 +72,30 @@ def group_size(group: Group) -> int:
     return sum(len(row) - 2 for row in group.values())
 
 
-def query_keys(principal: str, host: str) -> tuple[tuple[str, str], ...]:
+def query_keys(
+    principal: str, host: str, session_groups: Iterable[str] = ()
+) -> tuple[tuple[str, str], ...]:
     """The (principal, host) rows that apply to principal@host (docs/authz.md, "How a decision
-    is made", rule 4)."""
-    principals = (
+    is made", rule 4), and to each of the session's group principals (`Group:NAME`, docs/
+    authz.md, "Group principals"): `User:*` is matched once, for the session, never per group."""
+    principals: tuple[str, ...] = (
         (principal, WILDCARD_PRINCIPAL) if principal != WILDCARD_PRINCIPAL else (principal,)
     )
+    if session_groups:
+        principals += tuple(sorted(g for g in session_groups if g not in principals))
     hosts = (host, WILDCARD_HOST) if host != WILDCARD_HOST else (host,)
     return tuple((p, h) for p in principals for h in hosts)
+
+
+def principal_type(principal: str) -> str:
+    """`Group` of `Group:payments` (a principal without a `:` has no type: '')."""
+    colon = principal.find(":")
+    return principal[:colon] if colon > 0 else ""
+
+
+def is_group_principal(principal: str) -> bool:
+    """A principal a session may hold besides its user: any type but `User`."""
+    return principal_type(principal) not in ("User", "")
 
 
 def _kafka_order(b: AclBinding) -> tuple[int, str, str]:
@@ -116,7 +132,15 @@ def last_allow(group: Group, keys: tuple[tuple[str, str], ...], op: int) -> AclB
 class TypeIndex:
     """All ACLs of one resource type. Immutable once built."""
 
-    __slots__ = ("count", "length_counts", "lengths", "literal", "prefixed", "wildcard")
+    __slots__ = (
+        "count",
+        "group_counts",
+        "length_counts",
+        "lengths",
+        "literal",
+        "prefixed",
+        "wildcard",
+    )
 
     def __init__(
         self,
@@ -124,6 +148,7 @@ class TypeIndex:
         prefixed: dict[str, Group],
         length_counts: dict[int, int],
         count: int,
+        group_counts: dict[str, int] | None = None,
     ) -> None:
         self.literal = literal
         self.prefixed = prefixed
@@ -131,6 +156,9 @@ class TypeIndex:
         self.lengths = tuple(sorted(length_counts, reverse=True))  # longest prefix first
         self.wildcard = literal.get(WILDCARD)
         self.count = count
+        #: group principal (any type but User) -> how many of this type's ACLs name it: a
+        #: session's groups are matched only against those that have ACLs (Snapshot)
+        self.group_counts: dict[str, int] = group_counts if group_counts is not None else {}
 
     @classmethod
     def build(cls, patterns: Mapping[PatternKey, Iterable[AclBinding]]) -> TypeIndex:
@@ -153,12 +181,14 @@ class TypeIndex:
         literal = dict(self.literal)
         prefixed = dict(self.prefixed)
         length_counts = dict(self.length_counts)
+        group_counts = dict(self.group_counts)
         count = self.count
         for (name, pattern), bindings in changed.items():
             target = literal if pattern == _LITERAL else prefixed
             before = target.pop(name, None)
             if before is not None:
                 count -= group_size(before)
+                _count_groups(group_counts, before, -1)
                 if pattern == _PREFIXED:
                     length_counts[len(name)] -= 1
                     if not length_counts[len(name)]:
@@ -167,9 +197,10 @@ class TypeIndex:
             if group:
                 target[name] = group
                 count += group_size(group)
+                _count_groups(group_counts, group, 1)
                 if pattern == _PREFIXED:
                     length_counts[len(name)] = length_counts.get(len(name), 0) + 1
-        return TypeIndex(literal, prefixed, length_counts, count)
+        return TypeIndex(literal, prefixed, length_counts, count, group_counts)
 
     def filter_groups(self, name: str | None, pattern: PatternType) -> Iterator[Group]:
         """The groups whose pattern a filter on (`name`, `pattern`) can match, by lookups
@@ -192,7 +223,15 @@ class TypeIndex:
             found = [groups.get(name) for groups in dicts]
         yield from (group for group in found if group is not None)
 
-    def decide(self, principal: str, host: str, op: int, name: str, no_acl: Decision) -> Decision:
+    def decide(
+        self,
+        principal: str,
+        host: str,
+        op: int,
+        name: str,
+        no_acl: Decision,
+        session_groups: Iterable[str] = (),
+    ) -> Decision:
         """docs/authz.md, "How a decision is made", after the super-user check; `no_acl` is the
         configured default.
 
@@ -221,7 +260,7 @@ class TypeIndex:
             return no_acl
 
         bit = 1 << op
-        keys = query_keys(principal, host)
+        keys = query_keys(principal, host, session_groups)
         allowing = None
         for group in groups:
             for key in keys:
@@ -234,6 +273,17 @@ class TypeIndex:
         if allowing is not None:
             return Decision(True, RULE_ACL, last_allow(allowing, keys, op))
         return DEFAULT_DENY
+
+
+def _count_groups(counts: dict[str, int], group: Group, sign: int) -> None:
+    """Add (`sign` 1) or take away (-1) the group principals of `group`'s rows."""
+    for (principal, _host), row in group.items():
+        if is_group_principal(principal):
+            left = counts.get(principal, 0) + sign * (len(row) - 2)
+            if left:
+                counts[principal] = left
+            else:
+                counts.pop(principal, None)
 
 
 #: pattern type of a filter -> which of (literal, prefixed) it can match

@@ -30,8 +30,12 @@ def covers(acl: AclBinding, rtype: ResourceType, name: str) -> bool:
     return acl.pattern_type == PatternType.PREFIXED and name.startswith(acl.resource_name)
 
 
-def applies(acl: AclBinding, principal: str, host: str) -> bool:
-    return acl.principal in (principal, "User:*") and acl.host in (host, "*")
+def applies(acl: AclBinding, principal: str, host: str, groups: Iterable[str] = ()) -> bool:
+    """The ACL's principal is the session's, `User:*` or one of the session's groups
+    (docs/authz.md, "Group principals"), and its host the client's or `*`."""
+    return (acl.principal in (principal, "User:*") or acl.principal in set(groups)) and (
+        acl.host in (host, "*")
+    )
 
 
 def grants(acl: AclBinding, op: AclOperation) -> bool:
@@ -48,19 +52,21 @@ def authorize(
     name: str,
     super_users: Iterable[str] = (),
     allow_everyone: bool = False,
+    groups: Iterable[str] = (),
 ) -> tuple[bool, str]:
-    """(allowed, rule) for one query."""
-    if principal in set(super_users):
+    """(allowed, rule) for one query by a session of `principal` and `groups`."""
+    groups = set(groups)
+    if principal in set(super_users) or groups & set(super_users):
         return True, "SUPER_USER"
     matching = [a for a in acls if covers(a, rtype, name)]
     if not matching:
         return allow_everyone, "NO_ACL_DEFAULT"
     for a in matching:
         denies = a.permission_type == DENY and a.operation in (op, AclOperation.ALL)
-        if applies(a, principal, host) and denies:
+        if applies(a, principal, host, groups) and denies:
             return False, "ACL"
     for a in matching:
-        if applies(a, principal, host) and a.permission_type == ALLOW and grants(a, op):
+        if applies(a, principal, host, groups) and a.permission_type == ALLOW and grants(a, op):
             return True, "ACL"
     return False, "DEFAULT_DENY"
 
@@ -73,11 +79,15 @@ def authorize_by_resource_type(
     rtype: ResourceType,
     super_users: Iterable[str] = (),
     allow_everyone: bool = False,
+    groups: Iterable[str] = (),
 ) -> bool:
     """The Authorizer interface's default implementation, line by line (docs/authz.md,
     "`authorizeByResourceType`")."""
     acls = list(acls)
-    if authorize(acls, principal, host, op, rtype, "hardcode", super_users, allow_everyone)[0]:
+    groups = set(groups)
+    if authorize(acls, principal, host, op, rtype, "hardcode", super_users, allow_everyone, groups)[
+        0
+    ]:
         return True
     deny: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
     allow: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
@@ -85,7 +95,7 @@ def authorize_by_resource_type(
     for a in acls:
         if a.resource_type != rtype:
             continue
-        if a.host not in (host, "*") or a.principal not in (principal, "User:*"):
+        if not applies(a, principal, host, groups):
             continue
         if a.operation not in (op, AclOperation.ALL):
             continue

@@ -17,12 +17,26 @@ from aclgate.authz.model import AclBinding, AclBindingFilter, ResourceType, list
 
 
 class Snapshot:
-    __slots__ = ("_by_type_groups", "_sorted", "cache", "count", "types", "version")
+    __slots__ = (
+        "_by_type_groups",
+        "_sorted",
+        "cache",
+        "count",
+        "group_principals",
+        "types",
+        "version",
+    )
 
     def __init__(self, types: dict[ResourceType, TypeIndex], version: int, cache_size: int) -> None:
         self.types = types
         self.version = version
         self.count = sum(t.count for t in types.values())
+        #: the group principals (`Group:NAME`, any type but User) some ACL names: what a
+        #: session's groups are matched against (a session in 50 groups, 2 of them with ACLs,
+        #: looks up 2 more principals per pattern, not 50)
+        self.group_principals: frozenset[str] = frozenset().union(
+            *(t.group_counts for t in types.values())
+        )
         self.cache: GenerationalCache[Decision] = GenerationalCache(cache_size)
         self._sorted: list[AclBinding] | None = None
         self._by_type_groups: dict[ResourceType, byresourcetype.TypeGroups] = {}

@@ -82,7 +82,7 @@ def _protected(ctx: AuthContext, names: Iterable[str | None]) -> bool:
     """A cluster-wide grant does not reach these topics (protocol/enforce/protected.py)."""
     policy = ctx.policy
     return cluster_grant_excludes(
-        policy.protected_topics, policy.authorizer.super_users, ctx.principal, names
+        policy.protected_topics, policy.authorizer.super_users, ctx.principal, names, ctx.groups
     )
 
 

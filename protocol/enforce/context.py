@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from aclgate.authz.authorizer import Authorizer, AuthorizerNotReadyError
+from aclgate.authz.authorizer import NO_GROUPS, Authorizer, AuthorizerNotReadyError
 from aclgate.authz.decision import Decision
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.enforce.cursor import CursorSeal
@@ -39,6 +39,8 @@ class DecisionRecord(NamedTuple):
     principal: str
     host: str
     listener: str
+    #: the session's group principals (`Group:NAME`; docs/authz.md, "Group principals")
+    groups: frozenset[str]
     client_id: str | None
     api_key: int
     api_version: int
@@ -116,13 +118,19 @@ class Policy:
     def enforcing(self) -> bool:
         return self.mode == ENFORCE
 
-    def enforces_denial(self, principal: str, resource_type: ResourceType, name: str) -> bool:
+    def enforces_denial(
+        self,
+        principal: str,
+        resource_type: ResourceType,
+        name: str,
+        groups: frozenset[str] = NO_GROUPS,
+    ) -> bool:
         """Whether a denial of this request is enforced, not only audited (a protected
         topic's denial is enforced before this is asked: AuthContext.check)."""
         if self.mode != ENFORCE:
             return False
         scope = self.dry_run
-        return not scope or not scope.covers(principal, resource_type, name)
+        return not scope or not scope.covers(principal, resource_type, name, groups)
 
 
 class AuthContext:
@@ -133,6 +141,7 @@ class AuthContext:
         "_sink",
         "client_id",
         "found",
+        "groups",
         "host",
         "listener",
         "looked_up",
@@ -140,9 +149,19 @@ class AuthContext:
         "principal",
     )
 
-    def __init__(self, policy: Policy, principal: str, host: str, listener: str):
+    def __init__(
+        self,
+        policy: Policy,
+        principal: str,
+        host: str,
+        listener: str,
+        groups: frozenset[str] = NO_GROUPS,
+    ):
         self.policy = policy
         self.principal = principal
+        #: the session's group principals, `Group:NAME` (docs/identity.md, "Groups"): set
+        #: with the principal, from the token, the certificate, the users file or LDAP
+        self.groups = groups
         self.host = host
         self.listener = listener
         self.client_id: str | None = None
@@ -161,7 +180,9 @@ class AuthContext:
         """Enforce mode and a principal outside the dry-run scope: handlers then rewrite
         answers (authorized operations, partial failures) as Kafka would."""
         policy = self.policy
-        return policy.mode == ENFORCE and self.principal not in policy.dry_run.principals
+        return policy.mode == ENFORCE and not policy.dry_run.covers_principal(
+            self.principal, self.groups
+        )
 
     def with_looked_up(
         self, ids: frozenset[uuid.UUID], found: Mapping[uuid.UUID, str]
@@ -169,7 +190,7 @@ class AuthContext:
         """This context for a request resumed after its topic ids were looked up (`found`:
         the names the cluster gave): ids still unknown are answered as unknown. A copy, so the
         connection's own context never carries one request's state into the next."""
-        copy = AuthContext(self.policy, self.principal, self.host, self.listener)
+        copy = AuthContext(self.policy, self.principal, self.host, self.listener, self.groups)
         copy.client_id = self.client_id
         copy.looked_up = ids
         copy.found = found
@@ -181,7 +202,9 @@ class AuthContext:
 
     def decide(self, operation: AclOperation, resource_type: ResourceType, name: str) -> Decision:
         try:
-            return self._authorize(self.principal, self.host, operation, resource_type, name)
+            return self._authorize(
+                self.principal, self.host, operation, resource_type, name, self.groups
+            )
         except AuthorizerNotReadyError as exc:
             raise NotReady(str(exc)) from exc
 
@@ -196,13 +219,15 @@ class AuthContext:
     ) -> bool:
         """Decide, report the decision, and answer whether to let it through."""
         try:  # `decide`, inlined: this runs for every resource of every request
-            decision = self._authorize(self.principal, self.host, operation, resource_type, name)
+            decision = self._authorize(
+                self.principal, self.host, operation, resource_type, name, self.groups
+            )
         except AuthorizerNotReadyError as exc:
             raise NotReady(str(exc)) from exc
         enforced = (
             decision.allowed
             or decision is PROTECTED  # enforced in every mode (protocol/enforce/protected.py)
-            or self.policy.enforces_denial(self.principal, resource_type, name)
+            or self.policy.enforces_denial(self.principal, resource_type, name, self.groups)
         )
         self._sink.decided(
             _new_record(  # DecisionRecord(...) without its __new__'s Python frame
@@ -211,6 +236,7 @@ class AuthContext:
                     self.principal,
                     self.host,
                     self.listener,
+                    self.groups,
                     header.client_id,
                     header.api_key,
                     header.api_version,
@@ -241,6 +267,7 @@ class AuthContext:
             self.principal,
             self.host,
             self.listener,
+            self.groups,
             header.client_id,
             header.api_key,
             header.api_version,
@@ -267,11 +294,12 @@ class AuthContext:
             self.principal,
             resource_type,
             name,
+            self.groups,
         ):
             return 0
         try:
             return self.policy.authorizer.authorized_operations(
-                self.principal, self.host, resource_type, name
+                self.principal, self.host, resource_type, name, self.groups
             )
         except AuthorizerNotReadyError as exc:
             raise NotReady(str(exc)) from exc
@@ -282,7 +310,7 @@ class AuthContext:
         """KIP-679 `authorizeByResourceType`, used by InitProducerId without a transactional id."""
         try:
             decision = self.policy.authorizer.authorize_by_resource_type(
-                self.principal, self.host, operation, resource_type
+                self.principal, self.host, operation, resource_type, self.groups
             )
         except AuthorizerNotReadyError as exc:
             raise NotReady(str(exc)) from exc

@@ -581,6 +581,7 @@ class FetchHandler(ApiHandler):
                 policy.authorizer.super_users,
                 ctx.principal,
                 (getattr(t, "topic", None) for t in topics),
+                ctx.groups,
             ):
                 forward(session, header, self._patched(frame, header, request, 0, FINAL_EPOCH))
             else:

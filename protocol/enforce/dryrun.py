@@ -81,9 +81,21 @@ class DryRunScope:
     def __bool__(self) -> bool:
         return bool(self.principals or self.literal or self.prefixed)
 
-    def covers(self, principal: str, resource_type: ResourceType, name: str) -> bool:
+    def covers_principal(self, principal: str, groups: frozenset[str] = frozenset()) -> bool:
+        """The principal, or one of its groups (`--dry-run-principal Group:contractors`), is
+        only observed."""
+        principals = self.principals
+        return principal in principals or (bool(groups) and not principals.isdisjoint(groups))
+
+    def covers(
+        self,
+        principal: str,
+        resource_type: ResourceType,
+        name: str,
+        groups: frozenset[str] = frozenset(),
+    ) -> bool:
         """Whether a denial of this request is only observed, not enforced."""
-        if principal in self.principals:
+        if self.covers_principal(principal, groups):
             return True
         literal = self.literal
         if literal and ((resource_type, name) in literal or (resource_type, WILDCARD) in literal):

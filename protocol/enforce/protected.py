@@ -18,7 +18,13 @@ from collections.abc import Callable, Iterable
 from aclgate.authz.decision import DEFAULT_DENY, Decision
 from aclgate.authz.model import AclOperation, ResourceType
 
-Authorize = Callable[[str, str, AclOperation, ResourceType, str], Decision]
+#: (principal, host, operation, resource type, name, the session's group principals)
+Authorize = Callable[[str, str, AclOperation, ResourceType, str, frozenset[str]], Decision]
+
+
+def _super(super_users: frozenset[str], principal: str, groups: frozenset[str]) -> bool:
+    return principal in super_users or (bool(groups) and not super_users.isdisjoint(groups))
+
 
 #: the decision on a protected topic: DEFAULT_DENY's fields, but its own object, so the
 #: context can tell it apart (`decision is PROTECTED`) and enforce it in dry-run too
@@ -40,10 +46,15 @@ def guard(
         operation: AclOperation,
         resource_type: ResourceType,
         name: str,
+        groups: frozenset[str],
     ) -> Decision:
-        if name in protected and resource_type == topic and principal not in super_users:
+        if (
+            name in protected
+            and resource_type == topic
+            and not _super(super_users, principal, groups)
+        ):
             return PROTECTED
-        return authorize(principal, host, operation, resource_type, name)
+        return authorize(principal, host, operation, resource_type, name, groups)
 
     return guarded
 
@@ -54,12 +65,13 @@ def is_protected(
     principal: str,
     resource_type: ResourceType,
     name: str,
+    groups: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether `guard` denies this principal everything on the resource."""
     return (
         name in policy_protected
         and resource_type == ResourceType.TOPIC
-        and principal not in super_users
+        and not _super(super_users, principal, groups)
     )
 
 
@@ -68,10 +80,11 @@ def cluster_grant_excludes(
     super_users: frozenset[str],
     principal: str,
     names: Iterable[str | None],
+    groups: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether a cluster-wide grant (DELETE CLUSTER deletes every topic, CREATE CLUSTER creates
     any) must not be taken as covering this request's topics: one of them is protected, or is
     named by an id (None) that may be one. Such a request goes the per-topic way instead."""
-    if not protected or principal in super_users:
+    if not protected or _super(super_users, principal, groups):
         return False
     return any(n is None or n in protected for n in names)

@@ -212,9 +212,22 @@ class DecisionRecorder:
     def decided(self, record: DecisionRecord) -> None:
         # one unpacking (a specialised bytecode for tuples) rather than an attribute lookup
         # per field, which NamedTuple fields do not get: this runs for every decision
-        _p, _h, _l, _c, api_key, _v, operation, resource_type, _n, outcome, enforced, logs, _r = (
-            record
-        )
+        (
+            _p,
+            _h,
+            _l,
+            _g,
+            _c,
+            api_key,
+            _v,
+            operation,
+            resource_type,
+            _n,
+            outcome,
+            enforced,
+            logs,
+            _r,
+        ) = record
         allowed = outcome.allowed
         key = (api_key, operation, resource_type, allowed, enforced)
         counts = self.counts

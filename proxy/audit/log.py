@@ -117,7 +117,8 @@ class AuditLog:
         decision = record.outcome
         key = (record.listener, record.principal, record.host, record.client_id,
                api_name(record.api_key), record.api_key, record.api_version, record.operation.name,
-               record.resource_type.name, record.resource_name, decision, record.enforced)  # fmt: skip
+               record.resource_type.name, record.resource_name, decision, record.enforced,
+               record.groups)  # fmt: skip
         if decision.allowed:
             aggregates = self._allowed
         else:
@@ -229,7 +230,7 @@ class AuditLog:
 
     def _event(self, key: tuple, ts: float, ts_first: float | None, count: int) -> dict[str, Any]:
         (listener, principal, host, client_id, api, api_key, api_version, operation, resource_type,
-         resource_name, decision, enforced) = key  # fmt: skip
+         resource_name, decision, enforced, groups) = key  # fmt: skip
         return {
             "schema_version": SCHEMA_VERSION,
             "ts": iso(ts),
@@ -238,6 +239,7 @@ class AuditLog:
             "proxy": self.proxy_name,
             "listener": listener,
             "principal": principal,
+            "groups": sorted(groups),
             "host": host,
             "client_id": client_id,
             "api": api,

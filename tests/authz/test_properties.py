@@ -14,7 +14,7 @@ from tests.authz.helpers import ALLOW, DENY, LIT, PRE, C, G, Op, T, acl, loaded
 # Short names over a tiny alphabet, so that names are often prefixes of each other, equal to
 # `*`, or start with `*` (docs/authz.md, "The literal `*` ACL").
 names = st.text(alphabet="ab*", max_size=4)
-principals = st.sampled_from(["User:a", "User:b", "User:*", "Group:a"])
+principals = st.sampled_from(["User:a", "User:b", "User:*", "Group:a", "Group:b", "Group:c"])
 hosts = st.sampled_from(["h1", "h2", "*"])
 operations = st.sampled_from([o for o in AclOperation if o > AclOperation.ANY])
 types = st.sampled_from([T, G, C])
@@ -36,19 +36,21 @@ queries = st.tuples(
     types,
     names,
 )
-configs = st.tuples(st.sampled_from([(), ("User:super",)]), st.booleans())
+configs = st.tuples(st.sampled_from([(), ("User:super",), ("Group:c",)]), st.booleans())
+#: the session's group principals (docs/authz.md, "Group principals"); Group:z has no ACLs
+session_groups = st.frozensets(st.sampled_from(["Group:a", "Group:b", "Group:c", "Group:z"]))
 
 
-def _check_decision(authz: Authorizer, acls, query, config) -> None:
+def _check_decision(authz: Authorizer, acls, query, config, groups=frozenset()) -> None:
     principal, host, op, rtype, name = query
-    expected = reference.authorize(acls, principal, host, op, rtype, name, *config)
-    got = authz.authorize(principal, host, op, rtype, name)
+    expected = reference.authorize(acls, principal, host, op, rtype, name, *config, groups)
+    got = authz.authorize(principal, host, op, rtype, name, groups)
     assert (got.allowed, got.rule) == expected, (query, got)
     if got.rule == "ACL":
         deciding = got.acl
         assert deciding in acls
         assert reference.covers(deciding, rtype, name)
-        assert reference.applies(deciding, principal, host)
+        assert reference.applies(deciding, principal, host, groups)
         if got.allowed:
             assert deciding.permission_type == ALLOW and reference.grants(deciding, op)
         else:
@@ -66,6 +68,32 @@ def test_authorize_matches_reference(acls, qs, config):
     for query in qs:
         _check_decision(authz, acls, query, config)
         _check_decision(authz, acls, query, config)  # the cached answer too
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(acl_sets, st.lists(st.tuples(queries, session_groups), min_size=1, max_size=20), configs)
+def test_authorize_with_session_groups_matches_reference(acls, qs, config):
+    """A session's groups: their ACLs apply as its own, DENY anywhere wins, a group may be a
+    super user, and the cache never hands one session's answer to another."""
+    authz = Authorizer(super_users=config[0], allow_everyone_if_no_acl_found=config[1])
+    authz.load(acls)
+    for query, groups in qs:
+        _check_decision(authz, acls, query, config, groups)
+        _check_decision(authz, acls, query, config, groups)
+        _check_decision(authz, acls, query, config)  # the same user without its groups
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(acl_sets, st.lists(st.tuples(queries, session_groups), min_size=1, max_size=10), configs)
+def test_by_resource_type_with_session_groups_matches_reference(acls, qs, config):
+    authz = Authorizer(super_users=config[0], allow_everyone_if_no_acl_found=config[1])
+    authz.load(acls)
+    for (principal, host, op, rtype, _), groups in qs:
+        expected = reference.authorize_by_resource_type(
+            acls, principal, host, op, rtype, *config, groups
+        )
+        got = authz.authorize_by_resource_type(principal, host, op, rtype, groups)
+        assert got.allowed == expected
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -112,6 +140,8 @@ def test_incremental_updates_equal_a_fresh_load(initial, batches, qs):
     final = sorted(current, key=repr)
     for query in qs:
         _check_decision(authz, final, query, ((), False))
+        # the group principals the snapshot matches sessions against follow every update
+        _check_decision(authz, final, query, ((), False), frozenset({"Group:a", "Group:b"}))
 
 
 # --- Suite B: StandardAuthorizerPropertyTest ------------------------------------------------

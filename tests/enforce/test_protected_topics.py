@@ -37,12 +37,16 @@ def test_a_protected_topic_is_denied_whatever_the_acls_say():
     a = authorizer()
     decide = guard(a.authorize, frozenset({STORE}), a.super_users)
     for op in (AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE):
-        denied = decide("User:alice", "10.0.0.1", op, ResourceType.TOPIC, STORE)
+        denied = decide("User:alice", "10.0.0.1", op, ResourceType.TOPIC, STORE, frozenset())
         assert denied is PROTECTED and denied.rule == "DEFAULT_DENY" and denied.acl is None
-        assert decide("User:admin", "10.0.0.1", op, ResourceType.TOPIC, STORE).allowed
-        assert decide("User:alice", "10.0.0.1", op, ResourceType.TOPIC, "orders").allowed
+        assert decide("User:admin", "10.0.0.1", op, ResourceType.TOPIC, STORE, frozenset()).allowed
+        assert decide(
+            "User:alice", "10.0.0.1", op, ResourceType.TOPIC, "orders", frozenset()
+        ).allowed
     # the name protects a topic, not a group of the same name
-    assert decide("User:alice", "10.0.0.1", AclOperation.READ, ResourceType.GROUP, STORE).allowed
+    assert decide(
+        "User:alice", "10.0.0.1", AclOperation.READ, ResourceType.GROUP, STORE, frozenset()
+    ).allowed
 
 
 def test_nothing_protected_costs_nothing():

@@ -13,7 +13,7 @@ from aclgate.proxy.audit.log import AuditLog
 from tests.fixtures.decisions import decision_record
 
 SCHEMA_FIELDS = [
-    "schema_version", "ts", "ts_first", "count", "proxy", "listener", "principal", "host", "client_id",
+    "schema_version", "ts", "ts_first", "count", "proxy", "listener", "principal", "groups", "host", "client_id",
     "api", "api_key", "api_version", "operation", "resource_type", "resource_name", "decision",
     "enforced", "rule", "acl",
 ]  # fmt: skip

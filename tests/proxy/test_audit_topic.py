@@ -27,7 +27,7 @@ from tests.enforce.test_clients_enforced import create_topics, produce
 from tests.fixtures.wait import wait_until
 
 DECISION_FIELDS = [
-    "schema_version", "ts", "ts_first", "count", "proxy", "listener", "principal", "host", "client_id",
+    "schema_version", "ts", "ts_first", "count", "proxy", "listener", "principal", "groups", "host", "client_id",
     "api", "api_key", "api_version", "operation", "resource_type", "resource_name", "decision",
     "enforced", "rule", "acl",
 ]  # fmt: skip
