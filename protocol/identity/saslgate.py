@@ -54,6 +54,7 @@ from aclgate.protocol.effects import (
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.framing import DEFAULT_MAX_PRE_AUTH_FRAME, Frame
 from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.identity.groups import TooManyGroupsError, group_principals
 from aclgate.protocol.identity.principal import sasl_principal
 from aclgate.protocol.identity.sasl import (
     SaslAuthenticationError,
@@ -581,6 +582,11 @@ def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> No
     state.expires_at_ms = state.config.clock_ms() + lifetime if lifetime else None
     session.notify(AuthenticationResult(state.mechanism or "", True))
     session.set_handlers(state.config.handlers_after, state.config.versions_after)
+    try:  # on a re-authentication too: a new token may carry other groups
+        session.context.groups = group_principals(_server(state).group_names())
+    except TooManyGroupsError as exc:
+        session.fail(f"SASL authentication ({state.mechanism}): {exc}", "authentication_failed")
+        return
     if first:
         session.set_max_frame(session.config.max_frame)
         # who the connection is from now on: every check after this uses it

@@ -74,6 +74,11 @@ class SaslServer(ABC):
         """When the credential stops being valid (epoch ms), if it expires (KIP-368)."""
         return None
 
+    def group_names(self) -> tuple[str, ...]:
+        """The groups the authentication itself establishes (a token's claim, the users
+        file's entry), as names; none by default. Asked once the exchange is complete."""
+        return ()
+
 
 def session_lifetime_ms(
     credential_expiration_ms: int | None, max_reauth_ms: int | None, now_ms: int
