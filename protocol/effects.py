@@ -162,6 +162,15 @@ BUSY = Busy()
 
 
 @dataclass(frozen=True, slots=True)
+class AclChangeRefused:
+    """The ACL Admin API refused a change before it reached the store (the DeleteAcls guard,
+    protocol/enforce/acls.py): the IO layer audits it as a failed `acl_change` and logs it."""
+
+    removals: tuple[AclBinding, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Authenticated:
     """The connection's first SASL authentication succeeded: `principal` (e.g. User:alice)
     is who it is from now on."""
@@ -202,7 +211,9 @@ Wait = (
     | AwaitKeySet
     | StoreAclChange
 )
-Notification = Authenticated | AuthenticationResult | AutoCreateTopics | DroppedApiKeys
+Notification = (
+    Authenticated | AuthenticationResult | AutoCreateTopics | DroppedApiKeys | AclChangeRefused
+)
 Effect = Wait | Notification
 
 #: the token of a notification: nothing will be resumed with it

@@ -174,6 +174,17 @@ def _setting(
     return field(default=default, metadata=meta)
 
 
+def parse_share(text: str) -> float:
+    """A share of a whole: a number greater than 0 and at most 1."""
+    try:
+        share = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not 0 < share <= 1:
+        raise ValueError(f"{text!r} is not a share greater than 0 and at most 1")
+    return share
+
+
 @dataclass
 class ProxyConfig:
     """Everything `aclgate serve` needs; see `aclgate serve --help`."""
@@ -359,6 +370,14 @@ class ProxyConfig:
         False,
         boolean=True,
         help="start with an empty policy when --acl-file does not exist yet (it is loaded when it appears)",
+    )
+    delete_acls_max_share: float | None = _setting(
+        parse=parse_share,
+        metavar="SHARE",
+        help="refuse a DeleteAcls request (kafka-acls --remove, Admin.deleteAcls) that would "
+        "remove every ACL, or more than this share of them (0 < SHARE <= 1, e.g. 0.5), with "
+        "POLICY_VIOLATION (44) and a failed acl_change audit event; off by default, so the "
+        'ACL Admin API stays Kafka\'s (docs/authz.md, "The DeleteAcls guard")',
     )
     early_start: bool = _setting(
         False,
@@ -1022,7 +1041,7 @@ GROUPS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
             "acl_topic_replication_factor", "acl_topic_skip_offset", "acl_transactional_id",
             "acl_store_max_staleness_seconds", "early_start", "super_user",
             "allow_everyone_if_no_acl_found", "mode", "dry_run_principal", "dry_run_resource",
-            "dry_run_file",
+            "dry_run_file", "delete_acls_max_share",
         ),
     ),
     (

@@ -44,9 +44,15 @@ from aclgate.authz.model import (
     ResourceType,
 )
 from aclgate.protocol.codec import encode_response
-from aclgate.protocol.effects import AclStoreFailure, Busy, RunBlocking, StoreAclChange
+from aclgate.protocol.effects import (
+    AclChangeRefused,
+    AclStoreFailure,
+    Busy,
+    RunBlocking,
+    StoreAclChange,
+)
 from aclgate.protocol.enforce.base import ApiHandler, KioBody, answer
-from aclgate.protocol.enforce.context import AuthContext
+from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import MalformedRequest, RequestHeader
 from aclgate.protocol.session import ProxySession
@@ -441,6 +447,12 @@ class DeleteAclsHandler(ApiHandler):
 
         def matched(found: FilterMatches) -> None:
             matches, doomed = found
+            refused = guard_refuses(ctx.policy, len(doomed))
+            if refused is not None:
+                session.notify(AclChangeRefused(tuple(doomed), refused))
+                outcome = (ErrorCode.policy_violation, refused, ())
+                answer(session, header, _filter_results(cls, mod, [outcome] * len(filters)))
+                return
             if not doomed:
                 _answer_built(session, ctx, header, _deleted, (cls, mod, matches, None), wide)
                 return
@@ -452,6 +464,26 @@ class DeleteAclsHandler(ApiHandler):
             _off_loop(session, ctx, header, (match, (filters,)), matched)
         else:
             matched(match(filters))
+
+
+def guard_refuses(policy: Policy, removing: int) -> str | None:
+    """Why the DeleteAcls guard refuses to remove `removing` ACLs (every ACL, or more than
+    `--delete-acls-max-share` of them), or None. Off unless configured: Kafka has no guard."""
+    share = policy.delete_acls_max_share
+    total = policy.authorizer.acl_count()
+    if share is None or not removing or not total:
+        return None
+    if removing >= total:
+        return (
+            f"this request would remove every ACL ({total}); aclgate's DeleteAcls guard "
+            "(--delete-acls-max-share) refuses it: remove them with narrower filters"
+        )
+    if removing > share * total:
+        return (
+            f"this request would remove {removing} of {total} ACLs, more than the "
+            f"{share:g} share aclgate's DeleteAcls guard (--delete-acls-max-share) allows"
+        )
+    return None
 
 
 def _filter_results(

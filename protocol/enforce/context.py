@@ -108,6 +108,9 @@ class Policy:
     #: topics aclgate keeps for itself (the ACL store's topic): hidden from and denied to
     #: everyone but super users, whatever the ACLs say (protocol/enforce/protected.py)
     protected_topics: frozenset[str] = frozenset()
+    #: the DeleteAcls guard (protocol/enforce/acls.py): a request that would remove every ACL,
+    #: or more than this share of them, is refused; None: off, as Kafka has no such guard
+    delete_acls_max_share: float | None = None
     #: optional conformance switches; see docs/apis.md
     options: dict[str, object] = field(default_factory=dict)
     #: principals and resources only observed while the rest is enforced; the IO layer

@@ -35,8 +35,11 @@ def kafka_log_line(record: DecisionRecord) -> str:
     word, except that control characters are escaped: the resource name and the principal come
     from the client, and a topic name with a newline must not forge a second line."""
     verdict = "Allowed" if record.outcome.allowed else "Denied"
+    who = record.principal
+    if record.groups:  # an aclgate session's groups (Kafka's line has none): cut to a bound
+        who += f" (groups = {bounded(', '.join(sorted(record.groups)), PRINCIPAL)})"
     return log_safe(
-        f"Principal = {record.principal} is {verdict} operation = {record.operation.name} "
+        f"Principal = {who} is {verdict} operation = {record.operation.name} "
         f"from host = {record.host} on resource = {_TYPE_TEXT[record.resource_type]}:LITERAL:"
         f"{record.resource_name} for request = {api_name(record.api_key)} with "
         f"resourceRefCount = {record.ref_count} based on rule {record.outcome.kafka_rule()}"

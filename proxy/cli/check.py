@@ -3,6 +3,7 @@
 Each input line is a JSON object:
   {"principal": "User:bob", "host": "10.0.0.1", "operation": "READ",
    "resource_type": "TOPIC", "resource_name": "orders"}
+optionally with the session's group principals: "groups": ["Group:payments"].
 and gives one output line: the same object plus "decision" ("ALLOWED" or "DENIED"), "rule"
 (ACL, SUPER_USER, NO_ACL_DEFAULT or DEFAULT_DENY) and "acl" (the deciding ACL, or null).
 
@@ -106,7 +107,22 @@ def parse_query(line: str) -> tuple[dict[str, Any], tuple]:
         operation,
         resource_type,
         query["resource_name"],
+        _groups(query),
     )
+
+
+def _groups(query: dict[str, Any]) -> frozenset[str]:
+    """The optional `groups` of a query: the session's group principals, e.g.
+    ["Group:payments"] (docs/authz.md, "Group principals")."""
+    groups = query.get("groups", [])
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise QueryError("field 'groups' must be a list of strings like \"Group:payments\"")
+    for group in groups:
+        try:
+            parse_principal(group)
+        except ValueError as exc:
+            raise QueryError(f"groups: {exc}") from None
+    return frozenset(groups)
 
 
 def render(query: dict[str, Any], decision: Decision) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, assert_never
 from aclgate.protocol.bounds import bounded
 from aclgate.protocol.effects import (
     BUSY,
+    AclChangeRefused,
     AskCluster,
     Authenticated,
     AuthenticationResult,
@@ -94,6 +95,7 @@ class ConnectionHost(Protocol):
         ctx: AuthContext,
         done: Callable[[AclStoreFailure | None], None],
     ) -> None: ...
+    def acl_change_refused(self, refused: AclChangeRefused, ctx: AuthContext) -> None: ...
     def auto_create_topics(self, names: frozenset[str]) -> None: ...
     def next_turn(self, then: Callable[[], None]) -> None: ...
     def log_dropped_keys(self, keys: frozenset[int]) -> None: ...
@@ -363,6 +365,8 @@ class ClientConnection(asyncio.Protocol):
                 server.change_acls(
                     effect, session.context, functools.partial(session.resume, token)
                 )
+            case AclChangeRefused():
+                server.acl_change_refused(effect, session.context)
             case Authenticated(principal=principal):
                 # the upstream connection opens with the first request that needs it
                 log.debug("client %s authenticated as %s", self.peer, log_safe(principal))

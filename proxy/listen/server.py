@@ -19,7 +19,7 @@ from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import ResourceType
 from aclgate.protocol.apiversions import unsupported_version_response
 from aclgate.protocol.bounds import bounded
-from aclgate.protocol.effects import AclStoreFailure, StoreAclChange, TopicNames
+from aclgate.protocol.effects import AclChangeRefused, AclStoreFailure, StoreAclChange, TopicNames
 from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.enforce.cursor import KEY_SIZE, CursorSeal
 from aclgate.protocol.enforce.table import (
@@ -157,6 +157,7 @@ class ProxyServer:
             cursors=CursorSeal(os.urandom(KEY_SIZE)),
             acl_admin=self.acl_backend is not None,
             protected_topics=protected_topics(config),
+            delete_acls_max_share=config.delete_acls_max_share,
         )
         self.dry_run = DryRunSettings(config, self.policy)  # proxy/audit/dryrunfile.py
         allowed = advertised_versions(config.api_version_cap)
@@ -784,6 +785,19 @@ class ProxyServer:
             done(None if error is None else AclStoreFailure(error))
 
         self._spawn(commit())
+
+    def acl_change_refused(self, refused: AclChangeRefused, ctx: AuthContext) -> None:
+        """The DeleteAcls guard refused a change: counted, logged and audited as a failed
+        `acl_change` (nothing reached the store)."""
+        log.warning(
+            "ACL change by %s from %s refused: %s",
+            log_safe(ctx.principal),
+            ctx.host,
+            refused.reason,
+        )
+        self._acl_changed(
+            StoreAclChange(removals=refused.removals), ctx, self.acl_backend, refused.reason
+        )
 
     def _acl_changed(
         self,

@@ -204,3 +204,33 @@ def test_junit_without_expect_and_kafka_store_without_bootstrap(files, tmp_path)
         2,
         "aclgate check: --acl-store file needs --acl-file\n",
     )
+
+
+def test_group_principals_in_queries(tmp_path):
+    """Issue 25: a query may carry the session's groups; a group ACL and a group DENY apply."""
+    acl_file, queries = tmp_path / "acls.json", tmp_path / "q.jsonl"
+    acl_file.write_text(
+        dump_acl_file(
+            [
+                acl(T, "pay", PRE, "Group:payments", "*", Op.READ, ALLOW),
+                acl(T, "pay", PRE, "Group:contractors", "*", Op.READ, DENY),
+            ]
+        )
+    )
+    qs = [
+        query("User:ann", "READ", "TOPIC", "payments", groups=["Group:payments"]),
+        query(
+            "User:bob", "READ", "TOPIC", "payments", groups=["Group:payments", "Group:contractors"]
+        ),
+        query("User:cid", "READ", "TOPIC", "payments"),
+    ]
+    queries.write_text("".join(json.dumps(q) + "\n" for q in qs))
+    out = lines(run("check", "--acl-file", str(acl_file), "--queries", str(queries)))
+    assert [(o["decision"], o["acl"] and o["acl"]["principal"]) for o in out] == [
+        ("ALLOWED", "Group:payments"),
+        ("DENIED", "Group:contractors"),
+        ("DENIED", None),
+    ]
+    queries.write_text(json.dumps(query("User:a", "READ", "TOPIC", "x", groups="payments")) + "\n")
+    bad = run("check", "--acl-file", str(acl_file), "--queries", str(queries))
+    assert bad.returncode == 2 and "'groups' must be a list" in bad.stderr

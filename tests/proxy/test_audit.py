@@ -219,3 +219,18 @@ def test_an_audit_log_without_a_file_feeds_its_sinks_only(tmp_path):
     log.close()
     assert len(sink.lines) == 1 and log.lines_written == 1 and log.file is None
     assert not list(tmp_path.iterdir())
+
+
+def test_the_log_line_names_the_sessions_groups_and_the_group_acl():
+    acl = AclBinding.from_dict(
+        {"resource_type": "TOPIC", "resource_name": "pay", "pattern_type": "PREFIXED",
+         "principal": "Group:contractors", "host": "*", "operation": "READ",
+         "permission_type": "DENY"}
+    )  # fmt: skip
+    groups = frozenset({"Group:payments", "Group:contractors"})
+    record = decision_record(Decision(False, "ACL", acl), "payments", "User:bob", groups=groups)
+    line = kafka_log_line(record)
+    assert line.startswith(
+        "Principal = User:bob (groups = Group:contractors, Group:payments) is Denied operation"
+    )
+    assert "principal=Group:contractors" in line
