@@ -33,8 +33,11 @@ class AclFileError(ValueError):
     """The ACL file cannot be used; the message says where and why."""
 
 
-def parse_acl_file(data: str | bytes, source: str = "<acl file>") -> list[AclBinding]:
-    """All bindings of a version-1 ACL file, duplicates removed, in file order."""
+def parse_acl_file(
+    data: str | bytes, source: str = "<acl file>", cidr_hosts: bool = False
+) -> list[AclBinding]:
+    """All bindings of a version-1 ACL file, duplicates removed, in file order. `cidr_hosts`
+    (KIP-1276, opt-in): a host with `/` must be a network (AclBinding.validate)."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -42,7 +45,7 @@ def parse_acl_file(data: str | bytes, source: str = "<acl file>") -> list[AclBin
             raise AclFileError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     strings: dict[str, str] = {}  # one object per distinct name/principal/host: memory
     try:
-        document = json.loads(data, object_hook=_entry_hook(strings))
+        document = json.loads(data, object_hook=_entry_hook(strings, cidr_hosts))
     except json.JSONDecodeError as exc:
         raise AclFileError(
             f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
@@ -67,7 +70,8 @@ def parse_acl_file(data: str | bytes, source: str = "<acl file>") -> list[AclBin
     for i, entry in enumerate(entries):
         if type(entry) is not AclBinding:
             try:
-                entry = AclBinding.from_dict(entry)  # raises: the hook could not convert it
+                # raises: the hook could not convert it
+                entry = AclBinding.from_dict(entry, cidr_hosts=cidr_hosts)
             except InvalidAclError as exc:
                 where = f"acls[{i}].{exc.field}" if exc.field else f"acls[{i}]"
                 raise AclFileError(f"{source}: {where}: {exc.message}") from None
@@ -77,7 +81,7 @@ def parse_acl_file(data: str | bytes, source: str = "<acl file>") -> list[AclBin
     return list(seen)
 
 
-def _entry_hook(strings: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
+def _entry_hook(strings: dict[str, str], cidr_hosts: bool) -> Callable[[dict[str, Any]], Any]:
     """Turn each ACL entry into a binding while the JSON is decoded, so that a large file never
     holds all its entry dicts at once (they dominated peak memory). Entries that are not valid
     stay dicts and are reported, with their index, after decoding."""
@@ -85,7 +89,7 @@ def _entry_hook(strings: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
     def hook(obj: dict[str, Any]) -> Any:
         if obj.keys() == FIELD_NAMES:
             try:
-                return AclBinding.from_dict(obj, strings)
+                return AclBinding.from_dict(obj, strings, cidr_hosts)
             except InvalidAclError:
                 pass
         return obj

@@ -151,7 +151,9 @@ _RT, _PT, _OP, _PERM = (
 )
 
 
-def _decode_binding(acl_id: str, value: bytes, strings: dict[str, str]) -> AclBinding:
+def _decode_binding(
+    acl_id: str, value: bytes, strings: dict[str, str], cidr_hosts: bool = False
+) -> AclBinding:
     try:
         data = _json.decode(value.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -196,7 +198,7 @@ def _decode_binding(acl_id: str, value: bytes, strings: dict[str, str]) -> AclBi
     else:
         raise RecordDecodeError(_field_problem(data))
     try:
-        binding.validate()
+        binding.validate(cidr_hosts)
     except InvalidAclError as exc:
         raise RecordDecodeError(f"not a valid ACL: {exc.message}") from None
     return binding
@@ -220,14 +222,16 @@ def decode(
     headers: Headers | None,
     offset: int,
     strings: dict[str, str] | None = None,
+    cidr_hosts: bool = False,
 ) -> AclRecord:
     """The record at `offset`, or RecordDecodeError saying what is wrong with it. `strings`
-    makes equal names, principals and hosts of many records share one object."""
+    makes equal names, principals and hosts of many records share one object; `cidr_hosts`
+    (KIP-1276, opt-in): a host with `/` must be a network."""
     acl_id = _decode_key(key)
     change_id, count = _decode_headers(headers, offset)
     binding = (
         None
         if value is None
-        else _decode_binding(acl_id, value, {} if strings is None else strings)
+        else _decode_binding(acl_id, value, {} if strings is None else strings, cidr_hosts)
     )
     return AclRecord(acl_id, binding, change_id, count)

@@ -2,7 +2,8 @@
 
 Semantics are Kafka's StandardAuthorizer (docs/authz.md, "How a decision is made"), except the
 one deliberate difference: a LITERAL `*` ACL matches every name, also names starting with `*`
-(docs/authz.md, "The literal `*` ACL").
+(docs/authz.md, "The literal `*` ACL"). With `cidr_hosts=True` an ACL host with `/` is a network
+(KIP-1276, beyond Kafka 4.3.1: docs/authz.md, "CIDR hosts (KIP-1276, opt-in)").
 
 Reads are lock-free: a decision reads one immutable Snapshot (index + its decision cache).
 Writers (`load`, `update`) serialise on a lock, build the next snapshot off to the side and
@@ -25,6 +26,7 @@ from aclgate.authz.decision import (
     SUPER_USER,
     Decision,
 )
+from aclgate.authz.index import is_group_principal
 from aclgate.authz.model import (
     FILTER_ONLY_TYPES,
     SUPPORTED_OPERATIONS,
@@ -110,8 +112,15 @@ class Authorizer:
         allow_everyone_if_no_acl_found: bool = False,
         cache_size: int = 100_000,
         prebuild_by_resource_type: Iterable[ResourceType] = (),
+        cidr_hosts: bool = False,
     ) -> None:
         self._super_users = frozenset(super_users)
+        #: the super users that are groups (`Group:platform-admins`): most policies have none,
+        #: and then a session's groups are never compared with them
+        self._super_groups = frozenset(u for u in self._super_users if is_group_principal(u))
+        #: KIP-1276, opt-in: a host with `/` is a network, validated where ACLs are created
+        #: (create_acls, the ACL file, the kafka store); off: a literal string, as Kafka 4.3.1
+        self._cidr = cidr_hosts
         #: types whose authorize_by_resource_type view is built by the writer, before the
         #: snapshot is published: the proxy loads ACLs off the event loop, and a view built on
         #: first use would stall every connection (~0.75 s at 600k ACLs)
@@ -134,6 +143,11 @@ class Authorizer:
         return self._no_acl.allowed
 
     @property
+    def cidr_hosts(self) -> bool:
+        """Hosts with `/` are networks (KIP-1276, opt-in); False: compared as strings."""
+        return self._cidr
+
+    @property
     def ready(self) -> bool:
         """True once the first `load()` (or `update()`) has happened."""
         return self._snap is not None
@@ -152,8 +166,9 @@ class Authorizer:
 
     def is_super_user(self, principal: str, groups: frozenset[str] = NO_GROUPS) -> bool:
         """`principal`, or one of the session's `groups`, is a super user."""
-        supers = self._super_users
-        return principal in supers or (bool(groups) and not supers.isdisjoint(groups))
+        return principal in self._super_users or (
+            bool(groups) and not self._super_groups.isdisjoint(groups)
+        )
 
     def authorize(
         self,
@@ -171,18 +186,19 @@ class Authorizer:
         (docs/authz.md, "Group principals"). Raises AuthorizerNotReadyError for everyone but
         super users until the first load.
         """
-        supers = self._super_users
-        if principal in supers or (groups and not supers.isdisjoint(groups)):
+        if principal in self._super_users:
             return SUPER_USER
+        if groups:
+            super_groups = self._super_groups
+            if super_groups and not super_groups.isdisjoint(groups):
+                return SUPER_USER
+            # a frozenset keeps its hash: a session's groups cost one more slot in the key
+            key: tuple[object, ...] = (principal, host, operation, resource_type, resource_name, groups)
+        else:
+            key = (principal, host, operation, resource_type, resource_name)
         snap = self._snap
         if snap is None:
             raise AuthorizerNotReadyError("The authorizer has not loaded its ACLs yet.")
-        # a frozenset keeps its hash: a session's groups cost one more slot in the key
-        key = (
-            (principal, host, operation, resource_type, resource_name, groups)
-            if groups
-            else (principal, host, operation, resource_type, resource_name)
-        )
         cache = snap.cache
         decision = cache.young.get(key)  # the common hit, without a call; then the full get
         if decision is None:
@@ -239,6 +255,7 @@ class Authorizer:
                     principal, host, operation, resource_type, byresourcetype.PROBE_NAME, groups
                 ),
                 groups & snap.group_principals if groups else (),
+                snap.cidr_hosts(resource_type, host) if snap.cidr else (),
             )
             snap.cache.put(key, decision)
         return decision
@@ -270,7 +287,7 @@ class Authorizer:
             if old is not None and old.count == len(unique) and unique == old.binding_set():
                 return  # same ACL set: keep the snapshot and its warm cache
             version = old.version + 1 if old is not None else 1
-            self._publish(Snapshot.build(unique, version, self._cache_size))
+            self._publish(Snapshot.build(unique, version, self._cache_size, self._cidr))
 
     def update(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None:
         """One atomic batch: `remove` is applied first, then `add` (so a binding in both ends up
@@ -282,10 +299,10 @@ class Authorizer:
     def _apply(self, remove: list[AclBinding], add: list[AclBinding]) -> None:
         """Publish the next snapshot; the caller holds the write lock."""
         old = self._snap
-        base = old if old is not None else Snapshot({}, 0, self._cache_size)
+        base = old if old is not None else Snapshot({}, 0, self._cache_size, self._cidr)
         new = base.apply(remove, add, base.version + 1, self._cache_size)
         if new is None and old is None:
-            new = Snapshot({}, 1, self._cache_size)
+            new = Snapshot({}, 1, self._cache_size, self._cidr)
         if new is not None:
             self._publish(new)
 
@@ -295,13 +312,14 @@ class Authorizer:
         self._snap = snap
 
     def create_acls(self, bindings: Iterable[AclBinding]) -> list[InvalidAclError | None]:
-        """CreateAcls: validate each binding as Kafka does and add the valid ones in one batch.
-        One result per binding (None = created, or already present)."""
+        """CreateAcls: validate each binding as Kafka does (with `cidr_hosts`, a host with `/`
+        must be a network) and add the valid ones in one batch. One result per binding (None =
+        created, or already present)."""
         results: list[InvalidAclError | None] = []
         valid = []
         for b in bindings:
             try:
-                b.validate()
+                b.validate(cidr_hosts=self._cidr)
             except InvalidAclError as exc:
                 results.append(exc)
             else:

@@ -4,7 +4,8 @@ least one resource of type T?".
 
 Kafka scans every ACL of the type per call. Here the ACLs of a type are grouped once per
 snapshot by (principal, host, operation), so a call looks at the at most 8 groups that can
-apply ({P, User:*} x {H, *} x {O, ALL}); the answer is the same as the scan's.
+apply ({P, User:*} x {H, *} x {O, ALL}); the answer is the same as the scan's. With CIDR hosts
+(KIP-1276, opt-in) the hosts also include the CIDR hosts that contain the client's address.
 """
 
 from __future__ import annotations
@@ -101,9 +102,11 @@ def decide(
     op: AclOperation,
     probe: Callable[[], Decision],
     session_groups: Iterable[str] = (),
+    cidr_hosts: Iterable[str] = (),
 ) -> Decision:
     """Steps 1-5 of docs/authz.md, "`authorizeByResourceType`". `probe` authorizes op on the
-    literal name `hardcode`."""
+    literal name `hardcode`; `cidr_hosts`: the CIDR hosts that contain the client's address
+    (TypeIndex.cidr_hosts), which apply as the client's own host does."""
     first = probe()
     if first.allowed:
         return first
@@ -112,7 +115,7 @@ def decide(
         for key in {
             (p, h, o)
             for p in (principal, WILDCARD_PRINCIPAL, *session_groups)
-            for h in (host, WILDCARD_HOST)
+            for h in (host, WILDCARD_HOST, *cidr_hosts)
             for o in (op, AclOperation.ALL)
         }
         if (s := groups.get(key)) is not None

@@ -9,12 +9,19 @@ and ALLOW with implication already expanded), so matching a group is at most fou
 bindings ride along in the row, so the index is also the storage: no second copy is kept.
 
 Updates never mutate: `TypeIndex.apply` returns a new index that shares every untouched group.
+
+CIDR hosts (KIP-1276, opt-in: docs/authz.md, "CIDR hosts (KIP-1276, opt-in)") ride in the same
+rows, under their host string; a client's address reaches them through one more table per type:
+the distinct CIDR hosts by (IP version, prefix length) and network, so the CIDR hosts that
+contain an address cost one dict get per prefix length in use. A type without CIDR hosts (and
+every type when the option is off) has no such table and pays nothing for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
+from aclgate.authz.cidr import client_address, network_of
 from aclgate.authz.decision import DEFAULT_DENY, RULE_ACL, Decision
 from aclgate.authz.model import (
     IMPLIED_BY_ALLOW,
@@ -47,6 +54,9 @@ DENY_BITS = {op: ALL_BITS if op == _ALL else 1 << op for op in AclOperation}
 Row = tuple[int, int, *tuple[AclBinding, ...]]  # (deny_mask, allow_mask, *bindings)
 Group = dict[tuple[str, str], Row]  # (principal, host) -> row
 PatternKey = tuple[str, PatternType]  # (resource name, LITERAL | PREFIXED)
+#: (IP version, bits to shift an address right by, {network >> shift: CIDR host strings}),
+#: one per prefix length in use
+CidrTable = tuple[tuple[int, int, dict[int, tuple[str, ...]]], ...]
 
 
 def build_group(bindings: Iterable[AclBinding]) -> Group:
@@ -73,17 +83,23 @@ def group_size(group: Group) -> int:
 
 
 def query_keys(
-    principal: str, host: str, session_groups: Iterable[str] = ()
+    principal: str,
+    host: str,
+    session_groups: Iterable[str] = (),
+    cidr_hosts: tuple[str, ...] = (),
 ) -> tuple[tuple[str, str], ...]:
     """The (principal, host) rows that apply to principal@host (docs/authz.md, "How a decision
     is made", rule 4), and to each of the session's group principals (`Group:NAME`, docs/
-    authz.md, "Group principals"): `User:*` is matched once, for the session, never per group."""
+    authz.md, "Group principals"): `User:*` is matched once, for the session, never per group.
+    `cidr_hosts`: the CIDR hosts that contain the client's address (TypeIndex.cidr_hosts)."""
     principals: tuple[str, ...] = (
         (principal, WILDCARD_PRINCIPAL) if principal != WILDCARD_PRINCIPAL else (principal,)
     )
-    if session_groups:
-        principals += tuple(sorted(g for g in session_groups if g not in principals))
-    hosts = (host, WILDCARD_HOST) if host != WILDCARD_HOST else (host,)
+    if session_groups:  # any order: first_deny and last_allow pick by Kafka's order
+        principals += tuple(g for g in session_groups if g not in principals)
+    hosts: tuple[str, ...] = (host, WILDCARD_HOST) if host != WILDCARD_HOST else (host,)
+    if cidr_hosts:
+        hosts += cidr_hosts
     return tuple((p, h) for p in principals for h in hosts)
 
 
@@ -133,6 +149,9 @@ class TypeIndex:
     """All ACLs of one resource type. Immutable once built."""
 
     __slots__ = (
+        "cidr",
+        "cidr_counts",
+        "cidr_table",
         "count",
         "group_counts",
         "length_counts",
@@ -149,6 +168,8 @@ class TypeIndex:
         length_counts: dict[int, int],
         count: int,
         group_counts: dict[str, int] | None = None,
+        cidr: bool = False,
+        cidr_counts: dict[str, int] | None = None,
     ) -> None:
         self.literal = literal
         self.prefixed = prefixed
@@ -159,11 +180,37 @@ class TypeIndex:
         #: group principal (any type but User) -> how many of this type's ACLs name it: a
         #: session's groups are matched only against those that have ACLs (Snapshot)
         self.group_counts: dict[str, int] = group_counts if group_counts is not None else {}
+        #: a host with `/` is a network (KIP-1276, opt-in); off: every host is a literal string
+        self.cidr = cidr
+        #: CIDR host -> how many of this type's ACLs have it (only hosts that are networks)
+        self.cidr_counts: dict[str, int] = cidr_counts if cidr_counts is not None else {}
+        #: the CIDR hosts by network, for TypeIndex.cidr_hosts; None when there are none
+        self.cidr_table: CidrTable | None = _cidr_table(self.cidr_counts) if cidr_counts else None
 
     @classmethod
-    def build(cls, patterns: Mapping[PatternKey, Iterable[AclBinding]]) -> TypeIndex:
-        """From distinct bindings grouped by pattern."""
-        return cls({}, {}, {}, 0).apply(patterns)
+    def build(
+        cls, patterns: Mapping[PatternKey, Iterable[AclBinding]], cidr: bool = False
+    ) -> TypeIndex:
+        """From distinct bindings grouped by pattern; `cidr`: hosts with `/` are networks."""
+        return cls({}, {}, {}, 0, cidr=cidr).apply(patterns)
+
+    def cidr_hosts(self, host: str) -> tuple[str, ...]:
+        """The CIDR hosts of this type's ACLs whose network contains the client address
+        `host` (a Java host string): () without CIDR hosts, or for a host that is no address."""
+        table = self.cidr_table
+        if table is None:
+            return ()
+        address = client_address(host)
+        if address is None:
+            return ()
+        version, value = address
+        found: tuple[str, ...] = ()
+        for table_version, shift, networks in table:
+            if table_version == version:
+                hosts = networks.get(value >> shift)
+                if hosts is not None:
+                    found += hosts
+        return found
 
     def bindings(self) -> Iterator[AclBinding]:
         for groups in (self.literal, self.prefixed):
@@ -182,6 +229,8 @@ class TypeIndex:
         prefixed = dict(self.prefixed)
         length_counts = dict(self.length_counts)
         group_counts = dict(self.group_counts)
+        cidr = self.cidr
+        cidr_counts = dict(self.cidr_counts) if cidr else None
         count = self.count
         for (name, pattern), bindings in changed.items():
             target = literal if pattern == _LITERAL else prefixed
@@ -189,6 +238,8 @@ class TypeIndex:
             if before is not None:
                 count -= group_size(before)
                 _count_groups(group_counts, before, -1)
+                if cidr_counts is not None:
+                    _count_cidr(cidr_counts, before, -1)
                 if pattern == _PREFIXED:
                     length_counts[len(name)] -= 1
                     if not length_counts[len(name)]:
@@ -198,9 +249,11 @@ class TypeIndex:
                 target[name] = group
                 count += group_size(group)
                 _count_groups(group_counts, group, 1)
+                if cidr_counts is not None:
+                    _count_cidr(cidr_counts, group, 1)
                 if pattern == _PREFIXED:
                     length_counts[len(name)] = length_counts.get(len(name), 0) + 1
-        return TypeIndex(literal, prefixed, length_counts, count, group_counts)
+        return TypeIndex(literal, prefixed, length_counts, count, group_counts, cidr, cidr_counts)
 
     def filter_groups(self, name: str | None, pattern: PatternType) -> Iterator[Group]:
         """The groups whose pattern a filter on (`name`, `pattern`) can match, by lookups
@@ -260,7 +313,12 @@ class TypeIndex:
             return no_acl
 
         bit = 1 << op
-        keys = query_keys(principal, host, session_groups)
+        keys = query_keys(
+            principal,
+            host,
+            session_groups,
+            self.cidr_hosts(host) if self.cidr_table is not None else (),
+        )
         allowing = None
         for group in groups:
             for key in keys:
@@ -284,6 +342,36 @@ def _count_groups(counts: dict[str, int], group: Group, sign: int) -> None:
                 counts[principal] = left
             else:
                 counts.pop(principal, None)
+
+
+def _count_cidr(counts: dict[str, int], group: Group, sign: int) -> None:
+    """Add (`sign` 1) or take away (-1) the CIDR hosts (those that are networks) of `group`."""
+    for (_principal, host), row in group.items():
+        if "/" in host and network_of(host) is not None:
+            left = counts.get(host, 0) + sign * (len(row) - 2)
+            if left:
+                counts[host] = left
+            else:
+                counts.pop(host, None)
+
+
+def _cidr_table(counts: Mapping[str, int]) -> CidrTable | None:
+    """The CIDR hosts by (version, prefix length) and network (TypeIndex.cidr_table)."""
+    by_prefix: dict[tuple[int, int], dict[int, tuple[str, ...]]] = {}
+    for host in counts:
+        network = network_of(host)
+        if network is None:
+            continue
+        version, prefix, bits = network
+        shift = (32 if version == 4 else 128) - prefix
+        networks = by_prefix.setdefault((version, shift), {})
+        key = bits >> shift
+        networks[key] = (*networks.get(key, ()), host)
+    if not by_prefix:
+        return None
+    return tuple(
+        (version, shift, networks) for (version, shift), networks in sorted(by_prefix.items())
+    )
 
 
 #: pattern type of a filter -> which of (literal, prefixed) it can match

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar, TypeVar
 
+from aclgate.authz.cidr import invalid_cidr_message
+
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
 WILDCARD_HOST = "*"
@@ -233,9 +235,12 @@ class AclBinding:
         }
 
     @classmethod
-    def from_dict(cls, data: Any, strings: dict[str, str] | None = None) -> AclBinding:
+    def from_dict(
+        cls, data: Any, strings: dict[str, str] | None = None, cidr_hosts: bool = False
+    ) -> AclBinding:
         """Parse and validate an ACL-file entry; errors carry the field name. `strings`, when
-        given, makes equal names/principals/hosts of many entries share one object."""
+        given, makes equal names/principals/hosts of many entries share one object;
+        `cidr_hosts`: validate a host with `/` as a network (`validate`)."""
         try:  # fast path for well-formed entries in already-seen spellings (a big file)
             if data.keys() == _FIELD_NAMES:
                 name, principal, host = data["resource_name"], data["principal"], data["host"]
@@ -253,14 +258,14 @@ class AclBinding:
                         _PARSED[AclOperation][data["operation"]],  # type: ignore[arg-type]
                         _PARSED[AclPermissionType][data["permission_type"]],  # type: ignore[arg-type]
                     )
-                    binding.validate()
+                    binding.validate(cidr_hosts)
                     return binding
         except (AttributeError, KeyError, TypeError):
             pass
-        return cls._from_dict_slowly(data)
+        return cls._from_dict_slowly(data, cidr_hosts)
 
     @classmethod
-    def _from_dict_slowly(cls, data: Any) -> AclBinding:
+    def _from_dict_slowly(cls, data: Any, cidr_hosts: bool = False) -> AclBinding:
         """from_dict with a precise error for every way an entry can be wrong."""
         if not isinstance(data, dict):
             raise InvalidAclError("", f"expected an object, got {type(data).__name__}")
@@ -279,12 +284,14 @@ class AclBinding:
             except ValueError as exc:
                 raise InvalidAclError(field, str(exc)) from None
         binding = cls(*values)
-        binding.validate()
+        binding.validate(cidr_hosts)
         return binding
 
-    def validate(self) -> None:
+    def validate(self, cidr_hosts: bool = False) -> None:
         """Kafka's create-time checks (AclApis, then AclControlManager.validateNewAcl), with
-        Kafka's messages, plus the principal format every Kafka tool requires."""
+        Kafka's messages, plus the principal format every Kafka tool requires. `cidr_hosts`
+        (KIP-1276, opt-in): a host with `/` must be a network (authz/cidr.py); without it a
+        host is any string, as in Kafka 4.3.1."""
         if (
             self.resource_name
             and self.resource_type > ResourceType.ANY
@@ -294,6 +301,8 @@ class AclBinding:
             and ":" in self.principal
             and (self.resource_type != ResourceType.CLUSTER or self.resource_name == CLUSTER_NAME)
         ):
+            if cidr_hosts and "/" in self.host:
+                self._validate_cidr_host()
             return
         if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
             raise InvalidAclError(
@@ -317,6 +326,12 @@ class AclBinding:
             parse_principal(self.principal)
         except ValueError as exc:
             raise InvalidAclError("principal", str(exc)) from None
+
+    def _validate_cidr_host(self) -> None:
+        """KIP-1276's check, last as in Kafka's validateNewAcl: `Invalid CIDR notation ...`."""
+        problem = invalid_cidr_message(self.host)
+        if problem is not None:
+            raise InvalidAclError("host", problem)
 
     def to_filter(self) -> AclBindingFilter:
         """The filter that matches exactly this binding."""

@@ -21,14 +21,23 @@ class Snapshot:
         "_by_type_groups",
         "_sorted",
         "cache",
+        "cidr",
         "count",
         "group_principals",
         "types",
         "version",
     )
 
-    def __init__(self, types: dict[ResourceType, TypeIndex], version: int, cache_size: int) -> None:
+    def __init__(
+        self,
+        types: dict[ResourceType, TypeIndex],
+        version: int,
+        cache_size: int,
+        cidr: bool = False,
+    ) -> None:
         self.types = types
+        #: a host with `/` is a network (KIP-1276, opt-in; authz/cidr.py), in every type index
+        self.cidr = cidr
         self.version = version
         self.count = sum(t.count for t in types.values())
         #: the group principals (`Group:NAME`, any type but User) some ACL names: what a
@@ -42,12 +51,15 @@ class Snapshot:
         self._by_type_groups: dict[ResourceType, byresourcetype.TypeGroups] = {}
 
     @classmethod
-    def build(cls, bindings: Iterable[AclBinding], version: int, cache_size: int) -> Snapshot:
+    def build(
+        cls, bindings: Iterable[AclBinding], version: int, cache_size: int, cidr: bool = False
+    ) -> Snapshot:
         """From distinct bindings."""
         types = {
-            rtype: TypeIndex.build(patterns) for rtype, patterns in group_by_type(bindings).items()
+            rtype: TypeIndex.build(patterns, cidr)
+            for rtype, patterns in group_by_type(bindings).items()
         }
-        return cls(types, version, cache_size)
+        return cls(types, version, cache_size, cidr)
 
     def apply(
         self,
@@ -85,12 +97,17 @@ class Snapshot:
         types = dict(self.types)
         for rtype, patterns in changed.items():
             index = self.types.get(rtype)
-            index = index.apply(patterns) if index else TypeIndex.build(patterns)
+            index = index.apply(patterns) if index else TypeIndex.build(patterns, self.cidr)
             if index.count:
                 types[rtype] = index
             else:
                 types.pop(rtype, None)
-        return Snapshot(types, version, cache_size)
+        return Snapshot(types, version, cache_size, self.cidr)
+
+    def cidr_hosts(self, rtype: ResourceType, host: str) -> tuple[str, ...]:
+        """The CIDR hosts of the type's ACLs that contain the client address `host`."""
+        index = self.types.get(rtype)
+        return index.cidr_hosts(host) if index is not None else ()
 
     def binding_set(self) -> set[AclBinding]:
         return {b for index in self.types.values() for b in index.bindings()}
