@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import struct
 import uuid
+from collections.abc import Container
 from types import ModuleType
 from typing import Any
 
@@ -83,6 +84,14 @@ class _Plan:
     topic_ops: bool
     cluster_ops: bool
     create_if_unknown: set[str] = dataclasses.field(default_factory=set)  # 3: create aside
+    #: for a request the proxy narrowed (denied topics stripped), the names it forwarded (by
+    #: name, or by an id it resolved): an answer entry of another topic is dropped. Kafka
+    #: answers exactly what was asked, but a broker may not (tansu answers an empty list with
+    #: every topic, as Kafka itself does at v0), and a stripped request must not become a
+    #: wider one. None: all topics, or the client's request forwarded as it came.
+    asked: Container[str] | None = None
+    #: the rewrite dropped an entry nobody asked for: its output is not remembered
+    dropped: bool = False
 
 
 class MetadataHandler(ApiHandler):
@@ -114,6 +123,7 @@ class MetadataHandler(ApiHandler):
         except NotReady:  # raised by the first check, before anything was recorded
             return super().__call__(session, header, frame)
         if all(verdict.values()):
+            # forwarded as the client sent it: the broker answers the client's own question
             plan = _Plan(header, False, [], set(), False, False)
             forward(session, header, frame, WithState(rewrite_metadata_answer, plan))
             return
@@ -122,7 +132,7 @@ class MetadataHandler(ApiHandler):
             errors = [
                 _topic_error(mod, ErrorCode.topic_authorization_failed, n, None) for n in names
             ]
-            plan = _Plan(header, False, errors, set(), False, False)
+            plan = _Plan(header, False, errors, set(), False, False, asked=())
             if self._answer_alone(session, ctx, header, plan):
                 return
         self.handle(session, ctx, header, frame, decode_request(frame, header), verdict)
@@ -207,6 +217,13 @@ class MetadataHandler(ApiHandler):
             if plan.creatable_unknown_to_29:
                 changes["allow_auto_topic_creation"] = False
                 plan.create_if_unknown = set(wanted) - plan.creatable_unknown_to_29
+        plan.asked = {t.name for t in kept if t.name is not None} | {
+            name
+            for t in kept
+            if t.name is None
+            and (topic_id := _topic_id(t)) is not None
+            and (name := names.get(topic_id)) is not None
+        }
         if not kept and plan.errors and self._answer_alone(session, ctx, header, plan):
             return
         if len(kept) != len(topics) or changes or by_ids:
@@ -361,12 +378,20 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame: Frame, pla
     body = bytes(frame[8:])
     hit = memo.get((v, getattr(directory, "generation", None), body))
     view: ClusterView = session.context.policy.cluster_view
+    asked = plan.asked
+    if hit is not None and asked is not None:
+        for _topic_id, name in hit[1]:
+            if name not in asked:  # the same answer to another question: not replayed
+                hit = None
+                break
     if hit is None:
         learned: Learned = []
         out = _rewrite_answer(session, slot, frame, plan, learned)
-        # keyed on the generation after the rewrite: advertising may have bound a port
-        key = (v, getattr(directory, "generation", None), body)
-        memo.put(key, (out[8:], tuple(learned), view.cluster_id, view.controller_id, view.racks))
+        if not plan.dropped:
+            # keyed on the generation after the rewrite: advertising may have bound a port
+            key = (v, getattr(directory, "generation", None), body)
+            entry = (out[8:], tuple(learned), view.cluster_id, view.controller_id, view.racks)
+            memo.put(key, entry)
         return out
     rest: bytes  # the memo holds what the branch above put
     rest, learned, view.cluster_id, view.controller_id, view.racks = hit
@@ -450,6 +475,10 @@ def _rewrite_topic(
 ) -> bytes | None:
     """The bytes to keep for one topic entry, or None to drop it."""
     name = topic.name
+    asked = plan.asked
+    if asked is not None and name is not None and name not in asked:
+        plan.dropped = True  # an entry nobody asked for (see _Plan.asked)
+        return None
     if (
         plan.all_topics
         and name is not None
