@@ -217,13 +217,14 @@ class MetadataHandler(ApiHandler):
             if plan.creatable_unknown_to_29:
                 changes["allow_auto_topic_creation"] = False
                 plan.create_if_unknown = set(wanted) - plan.creatable_unknown_to_29
-        plan.asked = {t.name for t in kept if t.name is not None} | {
-            name
-            for t in kept
-            if t.name is None
-            and (topic_id := _topic_id(t)) is not None
-            and (name := names.get(topic_id)) is not None
-        }
+        if len(kept) != len(topics):  # narrowed (see _Plan.asked)
+            plan.asked = {t.name for t in kept if t.name is not None} | {
+                name
+                for t in kept
+                if t.name is None
+                and (topic_id := _topic_id(t)) is not None
+                and (name := names.get(topic_id)) is not None
+            }
         if not kept and plan.errors and self._answer_alone(session, ctx, header, plan):
             return
         if len(kept) != len(topics) or changes or by_ids:
