@@ -193,7 +193,14 @@ class Authorizer:
             if super_groups and not super_groups.isdisjoint(groups):
                 return SUPER_USER
             # a frozenset keeps its hash: a session's groups cost one more slot in the key
-            key: tuple[object, ...] = (principal, host, operation, resource_type, resource_name, groups)
+            key: tuple[object, ...] = (
+                principal,
+                host,
+                operation,
+                resource_type,
+                resource_name,
+                groups,
+            )
         else:
             key = (principal, host, operation, resource_type, resource_name)
         snap = self._snap

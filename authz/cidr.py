@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from functools import lru_cache
 
 __all__ = [
@@ -70,11 +71,17 @@ def _parse_v4(host: str) -> Network:
 
 
 def _java_int(text: str) -> int | None:
-    """`Integer.parseInt`: an optional sign, then decimal digits, within 32 bits."""
-    digits = text[1:] if text[:1] in ("+", "-") and len(text) > 1 else text
+    """`Integer.parseInt`: an optional sign, then decimal digits (any script's, as
+    `Character.digit`), within 32 bits. Never int() of a long text: Python refuses more than
+    4,300 digits with a ValueError."""
+    sign = text[:1] if text[:1] in ("+", "-") else ""
+    digits = text[len(sign) :]
     if not digits or not all(c.isdecimal() for c in digits):
         return None
-    value = int(text)
+    significant = "".join(str(unicodedata.decimal(c)) for c in digits).lstrip("0") or "0"
+    if len(significant) > 10:
+        return None
+    value = int(sign + significant)
     return value if _INT32[0] <= value <= _INT32[1] else None
 
 

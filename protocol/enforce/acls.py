@@ -14,7 +14,8 @@ as a KRaft broker's AclApis reads its StandardAuthorizer and changes the metadat
   cannot parse: the connection is closed;
 * CreateAcls fails as a whole (UNKNOWN_SERVER_ERROR on every entry) when an entry holds a
   filter-only value (ANY, MATCH): Kafka cannot even build its AclBinding. Otherwise it
-  validates each binding with Kafka's messages (authz/model.py `validate`), then
+  validates each binding with Kafka's messages (authz/model.py `validate`; with
+  --acl-host-cidr also KIP-1276's `Invalid CIDR notation` for a host with `/`), then
   the valid ones go to the store as one `StoreAclChange`; DeleteAcls validates each filter,
   reports every ACL each filter matches (KRaft: a binding matched by two filters is reported
   by both) and removes their union as one change. The answer is sent once the store has the
@@ -373,9 +374,12 @@ class CreateAclsHandler(ApiHandler):
         bindings = [_binding(c) for c in request.creations]
         errors: list[InvalidAclError | None] = []
         valid: list[AclBinding] = []
+        # KIP-1276, opt-in: a host with `/` must be a network (Kafka trunk's message); off, a
+        # literal string, stored as Kafka 4.3.1 stores it
+        cidr_hosts = ctx.policy.authorizer.cidr_hosts
         for b in bindings:
             try:
-                b.validate()
+                b.validate(cidr_hosts)
             except InvalidAclError as exc:
                 errors.append(_in_kafkas_words(exc, b))
             else:

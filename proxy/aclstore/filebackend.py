@@ -37,7 +37,7 @@ class FileAclBackend:
     ) -> None:
         self.authorizer = authorizer
         self.missing_ok = missing_ok
-        self.store = AclFileStore(path)
+        self.store = AclFileStore(path, authorizer.cidr_hosts)
         self.watcher = AclFileWatcher(path, authorizer, interval)
         self._change_lock = asyncio.Lock()
         self._fingerprint: tuple[int, str] | None = None  # (policy version, fingerprint)

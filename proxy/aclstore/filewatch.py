@@ -48,10 +48,12 @@ def _read(path: Path) -> tuple[bytes, os.stat_result]:
 
 
 class AclFileStore:
-    """One ACL file: `load()` to read it, `modify()` for locked read-modify-write."""
+    """One ACL file: `load()` to read it, `modify()` for locked read-modify-write.
+    `cidr_hosts` (KIP-1276, opt-in): a host with `/` must be a network, or the file is bad."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], cidr_hosts: bool = False) -> None:
         self.path = Path(path)
+        self.cidr_hosts = cidr_hosts
 
     def exists(self) -> bool:
         return self.path.exists()
@@ -59,7 +61,7 @@ class AclFileStore:
     def load(self) -> list[AclBinding]:
         """The file's ACLs; a missing, unreadable or invalid file raises AclFileError."""
         data, _ = _read(self.path)
-        return parse_acl_file(data, str(self.path))
+        return parse_acl_file(data, str(self.path), self.cidr_hosts)
 
     def modify(
         self,
@@ -83,7 +85,7 @@ class AclFileStore:
                 mode = 0o644  # ACLs are policy, not secrets; the proxy may run as another user
                 existed = False
             else:
-                current = parse_acl_file(data, str(path))
+                current = parse_acl_file(data, str(path), self.cidr_hosts)
                 mode = st.st_mode & 0o7777
                 existed = True
             updated = list(dict.fromkeys(fn(list(current))))
@@ -156,7 +158,9 @@ class AclFileWatcher:
         if digest == self._digest:
             self._recovered()
             return False
-        bindings = parse_acl_file(data, str(self.path))
+        # KIP-1276, opt-in: with the authorizer's CIDR hosts, a host with `/` that is not a
+        # network makes the file bad (the previous policy stays), as CreateAcls refuses it
+        bindings = parse_acl_file(data, str(self.path), self.authorizer.cidr_hosts)
         self.authorizer.load(bindings)
         self._digest = digest
         self.last_loaded_at = time.time()

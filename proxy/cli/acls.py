@@ -336,7 +336,7 @@ def add_acls(args: argparse.Namespace, store: AclStoreClient) -> None:
         )
     new = [_binding(r, e) for r, found in resource_to_entries.items() for e in found]
     for binding in new:
-        binding.validate()  # as the broker would, before anything is written
+        binding.validate(args.acl_host_cidr)  # as the broker would, before anything is written
     for resource, found in resource_to_entries.items():
         _print_block("Adding ACLs for resource", resource, found)
     store.create(new)
@@ -393,7 +393,7 @@ def _open(args: argparse.Namespace) -> AclStoreClient:
             return KafkaStoreAcls(aclsource.kafka_settings(args))
         except aclsource.AclSourceError as exc:
             raise CommandError(str(exc)) from None
-    return FileAcls(args.acl_file)
+    return FileAcls(args.acl_file, args.acl_host_cidr)
 
 
 def _target_name(args: argparse.Namespace) -> str:
@@ -422,7 +422,7 @@ def import_acls(args: argparse.Namespace) -> None:
     finally:
         source.close()
     for binding in found:
-        binding.validate()  # what the proxy would refuse to load is not written
+        binding.validate(args.acl_host_cidr)  # what the proxy would refuse to load is not written
     target = _open(args)
     try:
         target.create(found)

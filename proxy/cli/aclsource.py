@@ -54,6 +54,13 @@ def configure(parser: argparse.ArgumentParser, file_option: bool = True) -> None
         "default plaintext",
     )
     parser.add_argument(
+        "--acl-host-cidr",
+        action="store_true",
+        help="KIP-1276 (as `aclgate serve --acl-host-cidr`): an ACL host with / is a network, "
+        "e.g. 10.0.0.0/8 or 2001:db8::/32, and must be a valid one; `check` matches client "
+        "hosts in it. Default: a literal string, as in Kafka 4.3.1",
+    )
+    parser.add_argument(
         "--acl-timeout",
         type=float,
         default=60.0,
@@ -83,6 +90,7 @@ def kafka_settings(args: argparse.Namespace) -> KafkaStoreSettings:
         client=client,
         start_timeout=args.acl_timeout,
         connect_timeout=min(30.0, args.acl_timeout),
+        cidr_hosts=args.acl_host_cidr,
     )
 
 
@@ -90,7 +98,7 @@ def _from_file(args: argparse.Namespace) -> list[AclBinding]:
     if not args.acl_file:
         raise AclSourceError("--acl-store file needs --acl-file")
     try:
-        return AclFileStore(args.acl_file).load()
+        return AclFileStore(args.acl_file, args.acl_host_cidr).load()
     except AclFileError as exc:
         raise AclSourceError(str(exc)) from None
 

@@ -60,8 +60,8 @@ def matching(
 class FileAcls:
     """An ACL file (locked read-modify-write: proxy/aclstore/filewatch.py)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.store = AclFileStore(path)
+    def __init__(self, path: str | Path, cidr_hosts: bool = False) -> None:
+        self.store = AclFileStore(path, cidr_hosts)
 
     def describe(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
         return matching(self.store.load(), filters)
@@ -92,7 +92,9 @@ class KafkaStoreAcls:
             from aclgate.authz.authorizer import Authorizer
             from aclgate.proxy.aclstore.kafka.store import KafkaAclBackend
 
-            backend = KafkaAclBackend(self.settings, Authorizer())
+            backend = KafkaAclBackend(
+                self.settings, Authorizer(cidr_hosts=self.settings.cidr_hosts)
+            )
             self._call(backend.start())
             self._backend = backend
         return self._backend

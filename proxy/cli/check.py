@@ -160,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         authorizer = Authorizer(
             super_users=args.super_user,
             allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
+            cidr_hosts=args.acl_host_cidr,
         )
         authorizer.load(aclsource.load_acls(args))
         if args.queries == "-":

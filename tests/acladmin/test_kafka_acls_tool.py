@@ -22,6 +22,9 @@ STEPS: list[tuple[str, ...]] = [
     ("--add", "--consumer", "--allow-principal", "User:charlie", "--allow-host", "10.0.0.1",
      "--topic", "orders", "--group", "billing"),
     ("--add", "--deny-principal", "User:bob", "--operation", "Describe", "--topic", "*"),
+    # a KIP-1276 CIDR host: Kafka 4.3.1 stores it as a string, so does aclgate by default
+    ("--add", "--allow-principal", "User:alice", "--allow-host", "10.0.0.0/8",
+     "--allow-host", "2001:db8::/32", "--operation", "Read", "--topic", "orders"),
     ("--list",),
     ("--list", "--topic", "orders", "--resource-pattern-type", "match"),
     ("--list", "--topic", "pay-in", "--resource-pattern-type", "match"),

@@ -77,7 +77,7 @@ def test_an_unexpected_failure_is_still_only_an_invalid_file(tmp_path, caplog, m
     watcher = AclFileWatcher(store.path, Authorizer())
     watcher.reload_once()
 
-    def broken(data, source):
+    def broken(data, source, cidr_hosts=False):
         raise KeyError("surprise")
 
     monkeypatch.setattr(aclstore, "parse_acl_file", broken)

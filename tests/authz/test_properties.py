@@ -41,16 +41,16 @@ configs = st.tuples(st.sampled_from([(), ("User:super",), ("Group:c",)]), st.boo
 session_groups = st.frozensets(st.sampled_from(["Group:a", "Group:b", "Group:c", "Group:z"]))
 
 
-def _check_decision(authz: Authorizer, acls, query, config, groups=frozenset()) -> None:
+def _check_decision(authz: Authorizer, acls, query, config, groups=frozenset(), cidr=False) -> None:
     principal, host, op, rtype, name = query
-    expected = reference.authorize(acls, principal, host, op, rtype, name, *config, groups)
+    expected = reference.authorize(acls, principal, host, op, rtype, name, *config, groups, cidr)
     got = authz.authorize(principal, host, op, rtype, name, groups)
     assert (got.allowed, got.rule) == expected, (query, got)
     if got.rule == "ACL":
         deciding = got.acl
         assert deciding in acls
         assert reference.covers(deciding, rtype, name)
-        assert reference.applies(deciding, principal, host, groups)
+        assert reference.applies(deciding, principal, host, groups, cidr)
         if got.allowed:
             assert deciding.permission_type == ALLOW and reference.grants(deciding, op)
         else:
@@ -142,6 +142,139 @@ def test_incremental_updates_equal_a_fresh_load(initial, batches, qs):
         _check_decision(authz, final, query, ((), False))
         # the group principals the snapshot matches sessions against follow every update
         _check_decision(authz, final, query, ((), False), frozenset({"Group:a", "Group:b"}))
+
+
+# --- CIDR hosts (KIP-1276, opt-in; docs/authz.md, "CIDR hosts (KIP-1276, opt-in)") --------
+
+#: networks that nest and overlap, one with host bits set, /0 and /32, IPv6, a malformed one
+#: (a literal string), and plain addresses and `*` among them
+cidr_acl_hosts = st.sampled_from(
+    [
+        "10.0.0.0/8",
+        "10.1.0.0/16",
+        "10.1.2.3/8",
+        "10.1.2.3/32",
+        "0.0.0.0/0",
+        "192.168.1.128/25",
+        "2001:db8::/32",
+        "2001:db8:0:0:0:0:0:1/128",
+        "::/0",
+        "10.0.0.0/33",
+        "10.1.2.3",
+        "2001:db8:0:0:0:0:0:1",
+        "*",
+    ]
+)
+#: client hosts as Java prints them, one outside every network, 0.0.0.0 (in no IPv4 network,
+#: as commons-net has it), and a query host equal to a CIDR string
+cidr_client_hosts = st.sampled_from(
+    [
+        "10.1.2.3",
+        "10.200.0.1",
+        "192.168.1.200",
+        "192.168.1.7",
+        "172.16.0.1",
+        "0.0.0.0",
+        "2001:db8:0:0:0:0:0:1",
+        "2001:db8:0:0:0:0:0:2",
+        "2001:db9:0:0:0:0:0:1",
+        "0:0:0:0:0:0:0:1",
+        "10.0.0.0/8",
+    ]
+)
+# a small universe of names, principals and operations, so that most queries meet ACLs that
+# apply to them but for the host: the host decides
+cidr_names = st.sampled_from(["a", "ab", "b", "*"])
+cidr_operations = st.sampled_from([Op.READ, Op.WRITE, Op.DESCRIBE, Op.ALL])
+cidr_bindings = st.builds(
+    AclBinding,
+    st.sampled_from([T, G]),
+    cidr_names,
+    st.sampled_from([LIT, PRE]),
+    st.sampled_from(["User:a", "User:*", "Group:a"]),
+    cidr_acl_hosts,
+    cidr_operations,
+    st.sampled_from([ALLOW, DENY]),
+)
+cidr_acl_sets = st.lists(cidr_bindings, max_size=25)
+cidr_queries = st.tuples(
+    st.sampled_from(["User:a", "User:b", "User:super"]),
+    cidr_client_hosts,
+    cidr_operations,
+    st.sampled_from([T, G]),
+    cidr_names,
+)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    cidr_acl_sets,
+    st.lists(st.tuples(cidr_queries, session_groups), min_size=1, max_size=20),
+    configs,
+    st.booleans(),
+)
+def test_cidr_authorize_matches_reference(acls, qs, config, cidr):
+    """With the option a host with `/` is a network, without it a string; either way the
+    indexed authorizer decides as the reference does, and names an ACL that applies."""
+    authz = Authorizer(
+        super_users=config[0], allow_everyone_if_no_acl_found=config[1], cidr_hosts=cidr
+    )
+    authz.load(acls)
+    for query, groups in qs:
+        _check_decision(authz, acls, query, config, groups, cidr)
+        _check_decision(authz, acls, query, config, groups, cidr)  # cached
+        _check_decision(authz, acls, query, config, frozenset(), cidr)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    cidr_acl_sets,
+    st.lists(st.tuples(cidr_queries, session_groups), min_size=1, max_size=10),
+    configs,
+    st.booleans(),
+)
+def test_cidr_by_resource_type_matches_reference(acls, qs, config, cidr):
+    authz = Authorizer(
+        super_users=config[0], allow_everyone_if_no_acl_found=config[1], cidr_hosts=cidr
+    )
+    authz.load(acls)
+    for (principal, host, op, rtype, _), groups in qs:
+        expected = reference.authorize_by_resource_type(
+            acls, principal, host, op, rtype, *config, groups, cidr
+        )
+        got = authz.authorize_by_resource_type(principal, host, op, rtype, groups)
+        assert got.allowed == expected, (principal, host, op, rtype, groups)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    cidr_acl_sets,
+    st.lists(
+        st.tuples(st.lists(cidr_bindings, max_size=6), st.lists(cidr_bindings, max_size=6)),
+        max_size=6,
+    ),
+    st.lists(cidr_queries, min_size=1, max_size=10),
+)
+def test_cidr_incremental_updates_equal_a_fresh_load(initial, batches, qs):
+    """The per-type CIDR tables follow copy-on-write updates (counted per host string)."""
+    authz = Authorizer(cidr_hosts=True)
+    authz.load(initial)
+    current = set(initial)
+    for add, remove in batches:
+        remove = remove + sorted(current, key=repr)[: len(remove)]
+        authz.update(add=add, remove=remove)
+        current = (current - set(remove)) | set(add)
+    fresh = Authorizer(cidr_hosts=True)
+    fresh.load(current)
+    for rtype, index in authz._snap.types.items():
+        assert index.cidr_counts == fresh._snap.types[rtype].cidr_counts
+    final = sorted(current, key=repr)
+    for query in qs:
+        _check_decision(authz, final, query, ((), False), cidr=True)
+        principal, host, op, rtype, _ = query
+        assert authz.authorize_by_resource_type(principal, host, op, rtype).allowed == (
+            reference.authorize_by_resource_type(final, principal, host, op, rtype, cidr=True)
+        )
 
 
 # --- Suite B: StandardAuthorizerPropertyTest ------------------------------------------------

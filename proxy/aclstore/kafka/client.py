@@ -81,6 +81,7 @@ def store_settings(config: ProxyConfig) -> KafkaStoreSettings:
         client=client_config(config),
         skip_offsets=frozenset(config.acl_topic_skip_offset),
         transactional_id=transactional_id(config),
+        cidr_hosts=config.acl_host_cidr,
     )
 
 

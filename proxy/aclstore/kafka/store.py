@@ -74,6 +74,9 @@ class KafkaStoreSettings:
     #: a new id leaves it holding every reader back until it times out (docs/design.md).
     #: None: a random one per producer (a one-shot command, or no stable identity)
     transactional_id: str | None = None
+    #: KIP-1276, opt-in (--acl-host-cidr): a record whose host has `/` but is no network is
+    #: not a valid ACL, so it does not decode (docs/authz.md, "CIDR hosts (KIP-1276, opt-in)")
+    cidr_hosts: bool = False
 
 
 # ----------------------------------------------------------------------- the topic
@@ -217,7 +220,14 @@ class LogReader:
                 log.warning("ACL topic %s: skipping offset %d as configured", msg.topic(), offset)
                 continue
             try:
-                record = decode(msg.key(), msg.value(), msg.headers(), offset, self._strings)  # type: ignore[arg-type]
+                record = decode(
+                    msg.key(),
+                    msg.value(),
+                    msg.headers(),  # type: ignore[arg-type]
+                    offset,
+                    self._strings,
+                    self.settings.cidr_hosts,
+                )
             except RecordDecodeError as exc:
                 self.halted = (offset, str(exc))
                 self.undecodable += 1
