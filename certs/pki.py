@@ -395,11 +395,14 @@ def issue_client(
     validity: str = "valid",
     key_type: str = "ec",
     force: bool = False,
+    san: Iterable[x509.GeneralName] = (),
 ) -> tuple[Path, Path]:
     """Issue `NAME.crt`/`NAME.key` (clientAuth) with the given subject.
 
     `validity` is "valid", "expired" (ended yesterday) or "not-yet-valid" (starts tomorrow),
-    the last two for tests of refused certificates.
+    the last two for tests of refused certificates. `san`: subjectAltName entries (e.g.
+    `x509.UniformResourceIdentifier("spiffe://example.org/ns/payments/sa/app")`), none by
+    default.
     """
     directory = _out_dir(out, create=False)
     name_obj = parse_subject(subject) if isinstance(subject, str) else subject
@@ -418,7 +421,7 @@ def issue_client(
         name,
         name_obj,
         ExtendedKeyUsageOID.CLIENT_AUTH,
-        [],
+        list(san),
         not_before=window[0],
         not_after=window[1],
         key_type=key_type,

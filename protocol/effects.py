@@ -130,6 +130,17 @@ class AwaitKeySet(Waits[None]):
 
 
 @dataclass(frozen=True, slots=True)
+class LookUpGroups(Waits[frozenset[str]]):
+    """The names of the groups the directory (LDAP, --ldap-url) says `user` is a member of
+    (`user`: the principal's name, after `User:`). Resumed with them, from the IO layer's
+    cache or the directory, or with none when the directory cannot tell and what it said
+    last is older than --ldap-max-stale (fail closed). The IO layer keeps the session's
+    groups in step with the directory afterwards (protocol/identity/directory.py)."""
+
+    user: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoreAclChange(Waits["AclStoreFailure | None"]):
     """Commit one ACL change to the ACL store (CreateAcls, DeleteAcls): `removals` first,
     then `additions`, as one batch. Resumed with None once the change is durable in the store
@@ -210,6 +221,7 @@ Wait = (
     | NextTurn
     | AwaitKeySet
     | StoreAclChange
+    | LookUpGroups
 )
 Notification = (
     Authenticated | AuthenticationResult | AutoCreateTopics | DroppedApiKeys | AclChangeRefused

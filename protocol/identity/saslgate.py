@@ -54,6 +54,7 @@ from aclgate.protocol.effects import (
 from aclgate.protocol.enforce.build import build
 from aclgate.protocol.framing import DEFAULT_MAX_PRE_AUTH_FRAME, Frame
 from aclgate.protocol.header import RequestHeader
+from aclgate.protocol.identity import directory
 from aclgate.protocol.identity.groups import TooManyGroupsError, group_principals
 from aclgate.protocol.identity.principal import sasl_principal
 from aclgate.protocol.identity.sasl import (
@@ -109,6 +110,9 @@ class SaslListenerConfig:
     #: the handlers and versions to install once authenticated
     handlers_after: Mapping[int, Any] = field(default_factory=dict)
     versions_after: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    #: the directory (LDAP) gives groups too: after every successful (re-)authentication
+    #: the session waits for them (protocol/identity/directory.py, the LookUpGroups effect)
+    directory_groups: bool = False
 
     @functools.cached_property
     def exchange_handlers(self) -> dict[int, Any]:
@@ -593,6 +597,8 @@ def _succeeded(session: ProxySession, state: SaslState, lifetime: int = 0) -> No
         principal = sasl_principal(state.principal)
         session.context.principal = principal
         session.notify(Authenticated(principal))
+    if state.config.directory_groups:  # --ldap-url: added to the groups set above
+        directory.look_up(session, state.principal)
 
 
 def _fail_later(session: ProxySession, state: SaslState, message: str) -> None:

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from cryptography import x509
 
 __all__ = [
+    "MappingRule",
     "NoMatchingRule",
     "SslPrincipalMapper",
     "name_rfc2253",
+    "parse_rules",
     "subject_rfc2253",
 ]
 
@@ -337,8 +339,7 @@ class SslPrincipalMapper:
     @classmethod
     def from_rules(cls, rules: str | None) -> SslPrincipalMapper:
         """Parse a rules string; raises ValueError with Kafka's messages for invalid rules."""
-        text = DEFAULT_RULES if rules is None else rules
-        return cls([_parse_rule(r) for r in _split_rules(text) if r is not None and r != ""])
+        return cls(parse_rules(DEFAULT_RULES if rules is None else rules))
 
     def get_name(self, distinguished_name: str) -> str:
         """Map an RFC 2253 DN to the principal name; raises NoMatchingRule."""
@@ -381,6 +382,17 @@ def _java_regex(pattern: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+#: one parsed rule: `apply(text)` gives its result, or None when its pattern does not match the
+#: whole text (DEFAULT: the text itself)
+MappingRule = _Rule
+
+
+def parse_rules(rules: str) -> list[MappingRule]:
+    """Kafka's rule syntax, parsed (ValueError with Kafka's messages); also the certificate
+    group rules' (protocol/identity/certgroups.py)."""
+    return [_parse_rule(r) for r in _split_rules(rules) if r is not None and r != ""]
 
 
 def _split_rules(rules: str) -> list[str]:

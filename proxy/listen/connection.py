@@ -19,6 +19,7 @@ from aclgate.protocol.effects import (
     DroppedApiKeys,
     Effect,
     ListTopicNames,
+    LookUpGroups,
     LookUpPartitionCounts,
     LookUpTopicIds,
     NextTurn,
@@ -27,9 +28,15 @@ from aclgate.protocol.effects import (
     StoreAclChange,
 )
 from aclgate.protocol.enforce.context import AuthContext
-from aclgate.protocol.identity import saslgate
+from aclgate.protocol.identity import directory, saslgate
+from aclgate.protocol.identity.certgroups import CertificateGroupsError
+from aclgate.protocol.identity.groups import NO_GROUPS, TooManyGroupsError
 from aclgate.protocol.identity.hosts import java_host_string
-from aclgate.protocol.identity.principal import ANONYMOUS, principal_for_connection
+from aclgate.protocol.identity.principal import (
+    ANONYMOUS,
+    groups_for_connection,
+    principal_for_connection,
+)
 from aclgate.protocol.identity.proxyproto import (
     NeedMore,
     ProxyProtocolError,
@@ -97,6 +104,12 @@ class ConnectionHost(Protocol):
     ) -> None: ...
     def acl_change_refused(self, refused: AclChangeRefused, ctx: AuthContext) -> None: ...
     def auto_create_topics(self, names: frozenset[str]) -> None: ...
+    def look_up_groups(
+        self, user: str, done: Callable[[frozenset[str]], None], subscriber: ClientConnection
+    ) -> None: ...
+    def forget_groups(self, user: str, subscriber: ClientConnection) -> None: ...
+    @property
+    def directory_groups(self) -> bool: ...  # --ldap-url: sessions wait for LDAP groups
     def next_turn(self, then: Callable[[], None]) -> None: ...
     def log_dropped_keys(self, keys: frozenset[int]) -> None: ...
 
@@ -198,6 +211,8 @@ class ClientConnection(asyncio.Protocol):
         #: relays large answers' opaque bytes in the kernel (made on first use; plain TCP
         #: on both sides only)
         self._splicer: Splicer | None = None
+        #: the user whose groups from the directory (LDAP) this connection's session has
+        self._groups_user: str | None = None
 
     # asyncio.Protocol (client side) ------------------------------------------------
 
@@ -221,6 +236,12 @@ class ClientConnection(asyncio.Protocol):
                 "tls_principal",
             )
             return
+        try:
+            groups = self._tls_groups()
+        except (TooManyGroupsError, CertificateGroupsError) as exc:
+            self.session = None  # fail closed: never a session without some of its groups
+            self.close(f"the client certificate's groups: {exc}", "tls_principal")
+            return
         if principal != ANONYMOUS:  # an mTLS principal: --max-connections-per-principal
             over = security.admit_principal(self, principal)
             if over is not None:
@@ -228,7 +249,7 @@ class ClientConnection(asyncio.Protocol):
                 self._refuse("connection_limit", over)
                 return
         self.session = ProxySession(
-            self.server.session_config, self, self.server.metrics, self.context(principal)
+            self.server.session_config, self, self.server.metrics, self.context(principal, groups)
         )
         peer = transport.get_extra_info("peername")
         if self.pre_accepted:
@@ -238,6 +259,8 @@ class ClientConnection(asyncio.Protocol):
                 self.peer = f"{self.proxied_source[0]}:{self.proxied_source[1]} (via {self.peer})"
         elif security.trusted_proxies and peer and is_trusted(peer[0], security.trusted_proxies):
             self._proxy_header = bytearray()
+        if principal != ANONYMOUS and self.server.directory_groups:  # mTLS: its LDAP groups
+            directory.look_up(self.session, principal.removeprefix("User:"))
         if security.sasl:
             sasl_config = self.server.sasl_config
             assert sasl_config is not None  # the server builds it for SASL listeners
@@ -327,11 +350,26 @@ class ClientConnection(asyncio.Protocol):
         cert = peer_certificate(self.transport.get_extra_info("ssl_object"))
         return principal_for_connection(security.protocol, cert, security.mapper)
 
-    def context(self, principal: str) -> AuthContext:
-        """Who this connection is: the principal comes from the connection, never a request."""
+    def _tls_groups(self) -> frozenset[str]:
+        """On an SSL listener with certificate group settings, the client certificate's groups
+        (--ssl-group-from, --ssl-group-mapping-rules); raises past the bounds."""
+        security = self.server.security
+        if security.protocol != "SSL" or security.group_mapper is None:
+            return NO_GROUPS
+        from aclgate.proxy.security.tls import peer_certificate
+
+        assert self.transport is not None  # called from connection_made
+        cert = peer_certificate(self.transport.get_extra_info("ssl_object"))
+        return groups_for_connection(security.protocol, cert, security.group_mapper)
+
+    def context(self, principal: str, groups: frozenset[str] = NO_GROUPS) -> AuthContext:
+        """Who this connection is: the principal (and its certificate groups) come from the
+        connection, never a request."""
         peer = self.transport.get_extra_info("peername") if self.transport else None
         host = java_host_string(peer[0]) if peer else "unknown"
-        return AuthContext(self.server.policy, principal, host, self.server.security.protocol)
+        return AuthContext(
+            self.server.policy, principal, host, self.server.security.protocol, groups
+        )
 
     def perform(self, token: int, effect: Effect) -> None:
         """SessionIO: carry out what the session asks for (protocol/effects.py) and resume it
@@ -360,6 +398,10 @@ class ClientConnection(asyncio.Protocol):
                 server.next_turn(functools.partial(session.resume, token))
             case AwaitKeySet():
                 server.security.when_keys_fetched(lambda: session.resume(token))
+            case LookUpGroups(user=user):
+                # kept in step with the directory afterwards (directory_groups_changed)
+                self._groups_user = user
+                server.look_up_groups(user, functools.partial(session.resume, token), self)
             case StoreAclChange():
                 # durable in the ACL store and in force here before the client is answered
                 server.change_acls(
@@ -378,6 +420,12 @@ class ClientConnection(asyncio.Protocol):
                 server.log_dropped_keys(keys)
             case _:  # every effect is handled: a new one fails mypy here until it is
                 assert_never(effect)
+
+    def directory_groups_changed(self, names: frozenset[str]) -> None:
+        """The directory's answer for this session's user changed, or went past
+        --ldap-max-stale (none): the session's groups follow (proxy/security/ldapgroups.py)."""
+        if self.session is not None and not self.closed:
+            directory.update(self.session, names)
 
     def data_received(self, data: bytes) -> None:
         self.activity += 1
@@ -667,4 +715,6 @@ class ClientConnection(asyncio.Protocol):
         if self.session is not None:
             self.session.connection_lost()
         self.server.security.release_principal(self)  # SASL or mTLS, if it was counted
+        if self._groups_user is not None:
+            self.server.forget_groups(self._groups_user, self)
         self.server.connection_closed(self)

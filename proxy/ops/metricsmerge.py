@@ -30,6 +30,8 @@ GAUGE_MERGE: dict[str, Callable[[Iterable[float]], float]] = {
     "aclgate_jwks_keys": min,
     "aclgate_jwks_last_success_timestamp_seconds": min,
     "aclgate_upstream_reachable": min,  # 1 only while every worker reaches the cluster
+    "aclgate_ldap_up": min,  # 1 only while every worker's directory lookups succeed
+    "aclgate_ldap_stale_seconds": max,  # the stalest worker (each has its own cache)
 }
 #: sample kinds whose values add up across processes
 SUMMED_TYPES = frozenset({"counter", "histogram", "summary", "gaugehistogram"})

@@ -242,6 +242,7 @@ def build_oauth_validator(config: Any, metrics: Any = None) -> JwtValidator:
         expected_issuer=config.sasl_oauthbearer_expected_issuer,
         clock_skew_seconds=config.sasl_oauthbearer_clock_skew_seconds,
         principal_claim=config.sasl_oauthbearer_sub_claim_name,
+        groups_claim=config.sasl_oauthbearer_groups_claim_name,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from aclgate.files import file_signature
+from aclgate.protocol.identity.certgroups import CertificateGroupMapper
 from aclgate.protocol.identity.proxyproto import parse_trusted_cidrs
 from aclgate.protocol.identity.sasl import JwtValidator, create_server
 from aclgate.protocol.identity.sslmapping import SslPrincipalMapper
@@ -86,6 +87,11 @@ class ReloadingUsers:
 
     def credentials_for(self, user: str, mechanism: str):
         return self.current().credentials_for(user, mechanism)
+
+    def groups_for(self, user: str) -> tuple[str, ...]:
+        """The user's groups in the version `credentials_for` just checked (or a newer one:
+        a reload applies to every authentication after it)."""
+        return self._users.groups_for(user)
 
 
 class AuthMetrics:
@@ -178,6 +184,8 @@ class ListenerSecurity:
     tls_handshake_timeout: float = HANDSHAKE_TIMEOUT
     #: the proxy's rate limit of repeated log lines (ProxyServer shares its own)
     log_limiter: RateLimitedLog = field(default_factory=RateLimitedLog)
+    #: an SSL listener's certificate groups (--ssl-group-from, --ssl-group-mapping-rules)
+    group_mapper: CertificateGroupMapper | None = None
 
     @property
     def executor(self) -> ThreadPoolExecutor | None:
@@ -268,6 +276,13 @@ def build_listener_security(config: ProxyConfig, metrics: Any = None) -> Listene
             if protocol == "SSL"
             else None
         )
+        group_mapper = (
+            CertificateGroupMapper.from_settings(
+                config.ssl_group_mapping_rules, config.ssl_group_from
+            )
+            if protocol == "SSL"
+            else None
+        )
         users = (
             ReloadingUsers(config.users_file, auth_metrics)
             if config.users_file and protocol.startswith("SASL")
@@ -295,4 +310,5 @@ def build_listener_security(config: ProxyConfig, metrics: Any = None) -> Listene
         pool=FairHashPool() if users else None,
         metrics=auth_metrics,
         principals=PrincipalLimit(config.max_connections_per_principal),
+        group_mapper=group_mapper,
     )

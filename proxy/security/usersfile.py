@@ -6,7 +6,12 @@ Format (JSON, mode 0600):
      "users": {"alice": {"SCRAM-SHA-512": {"salt": b64, "stored_key": b64, "server_key": b64,
                                            "iterations": 8192},
                          "PLAIN": {"alg": "scrypt", "n": 16384, "r": 8, "p": 1,
-                                   "salt": b64, "hash": b64}}}}
+                                   "salt": b64, "hash": b64},
+                         "groups": ["payments"]}}}
+
+`groups` (optional, lowercase so that it can never be a mechanism's name) lists the user's
+group names: the session gets `Group:NAME` principals for them (docs/identity.md, "Groups").
+Files without it are read as before; it is written only for a user that has groups.
 
 Every change is a read-modify-write under an exclusive `flock` on a sidecar `<file>.lock`
 (the data file itself is replaced by rename, so it cannot carry the lock), written to a temp
@@ -22,12 +27,13 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from aclgate.files import exclusive_lock, write_atomically
+from aclgate.protocol.identity.groups import TooManyGroupsError, group_principals
 from aclgate.protocol.identity.sasl.credentials import (
     PLAIN,
     SCRAM_DEFAULT_ITERATIONS,
@@ -44,16 +50,21 @@ __all__ = [
     "Users",
     "UsersFileError",
     "add_user",
+    "checked_groups",
     "load_users",
     "parse_users",
     "remove_user",
+    "set_groups",
 ]
 
 log = logging.getLogger("aclgate.users")
 
 VERSION = 1
 MECHANISMS = (*SCRAM_MECHANISMS, PLAIN)
+#: the key of a user's group names in its entry (beside the mechanisms)
+GROUPS = "groups"
 Credential = ScramCredential | PlainCredential
+_NO_GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 class UsersFileError(Exception):
@@ -65,9 +76,14 @@ class Users:
     """An immutable snapshot of the users file; implements `CredentialLookup`."""
 
     entries: Mapping[str, Mapping[str, Credential]]
+    #: user -> its group names (users without groups are not in it)
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _NO_GROUPS)
 
     def credentials_for(self, user: str, mechanism: str) -> Credential | None:
         return self.entries.get(user, {}).get(mechanism)
+
+    def groups_for(self, user: str) -> tuple[str, ...]:
+        return self.groups.get(user, ())
 
     def names(self) -> list[str]:
         return sorted(self.entries)
@@ -87,6 +103,26 @@ def _parse_credential(mechanism: str, obj: Any) -> Credential:
     if mechanism in SCRAM_MECHANISMS:
         return ScramCredential.from_json(mechanism, obj)
     raise ValueError(f"unknown mechanism {mechanism!r}")
+
+
+def checked_groups(groups: Iterable[str]) -> tuple[str, ...]:
+    """Distinct group names, sorted; UsersFileError for a name that is not a string, empty,
+    holds a control character, or past the bounds of protocol/identity/groups.py (255
+    characters, 256 groups)."""
+    names = []
+    for name in groups:
+        if not isinstance(name, str):
+            raise UsersFileError(f"a group name must be a string, not {type(name).__name__}")
+        if not name:
+            raise UsersFileError("a group name must not be empty")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+            raise UsersFileError(f"group name {name!r} holds a control character")
+        names.append(name)
+    try:
+        group_principals(names)
+    except TooManyGroupsError as exc:
+        raise UsersFileError(str(exc)) from None
+    return tuple(sorted(set(names)))
 
 
 def _outside_kafka_limits(credential: Credential) -> str | None:
@@ -120,11 +156,25 @@ def parse_users(
             f"{source}: unsupported users file version {doc.get('version')!r} (expected {VERSION})"
         )
     entries: dict[str, Mapping[str, Credential]] = {}
+    groups: dict[str, tuple[str, ...]] = {}
     for name, mechs in doc["users"].items():
         if not isinstance(mechs, dict):
             raise UsersFileError(f"{source}: corrupt entry for user {name!r}")
         parsed = {}
         for mechanism, obj in mechs.items():
+            if mechanism == GROUPS:
+                if not isinstance(obj, list):
+                    raise UsersFileError(
+                        f"{source}: corrupt groups for user {name!r}: not an array of names"
+                    )
+                try:
+                    if user_groups := checked_groups(obj):
+                        groups[name] = user_groups
+                except UsersFileError as e:
+                    raise UsersFileError(
+                        f"{source}: corrupt groups for user {name!r}: {e}"
+                    ) from None
+                continue
             try:
                 parsed[mechanism] = _parse_credential(mechanism, obj)
             except RecursionError:  # the error message quotes a value nested too deeply
@@ -141,7 +191,7 @@ def parse_users(
                     f"{source}: {mechanism} credential for user {name!r}: {problem}"
                 )
         entries[name] = MappingProxyType(parsed)
-    return Users(MappingProxyType(entries))
+    return Users(MappingProxyType(entries), MappingProxyType(groups))
 
 
 def _read_doc(path: Path) -> dict[str, Any]:
@@ -209,9 +259,14 @@ def add_user(
     mechanisms: Iterable[str],
     *,
     iterations: int = SCRAM_DEFAULT_ITERATIONS,
+    groups: Iterable[str] | None = None,
 ) -> bool:
-    """Create or replace a user with credentials for `mechanisms`; True if it existed."""
+    """Create or replace a user with credentials for `mechanisms`; True if it existed.
+
+    `groups`: the user's group names; None keeps those a replaced user had (a new password
+    must not drop a group a DENY names)."""
     validate_name(name)
+    new_groups = checked_groups(groups) if groups is not None else None
     mechs = sorted(set(mechanisms))
     if not mechs:
         raise UsersFileError("at least one mechanism is needed")
@@ -235,11 +290,30 @@ def add_user(
 
     def change(users: dict[str, Any]) -> bool:
         existed[0] = name in users
-        users[name] = entry
+        kept = users[name].get(GROUPS) if existed[0] else None
+        user_groups = new_groups if new_groups is not None else kept
+        users[name] = {**entry, GROUPS: list(user_groups)} if user_groups else entry
         return True
 
     _update(path, change)
     return existed[0]
+
+
+def set_groups(path: str | os.PathLike[str], name: str, groups: Iterable[str]) -> bool:
+    """Make `groups` the user's group names (none: it has none); False if there is no such
+    user."""
+    user_groups = checked_groups(groups)
+
+    def change(users: dict[str, Any]) -> bool:
+        entry = users.get(name)
+        if entry is None:
+            return False
+        entry.pop(GROUPS, None)
+        if user_groups:
+            entry[GROUPS] = list(user_groups)
+        return True
+
+    return _update(path, change)
 
 
 def remove_user(path: str | os.PathLike[str], name: str) -> bool:

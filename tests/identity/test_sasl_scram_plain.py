@@ -35,6 +35,9 @@ class Store:
     def credentials_for(self, user: str, mechanism: str):
         return self.creds.get((user, mechanism))
 
+    def groups_for(self, user: str) -> tuple[str, ...]:
+        return ()
+
 
 @pytest.fixture(scope="module")
 def store() -> Store:

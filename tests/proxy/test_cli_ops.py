@@ -288,8 +288,11 @@ def test_every_metric_is_documented_and_policy_state_is_exported(tansu, proxy_fa
         re.findall(r"^\| `(aclgate_[a-z_]+)` \|[^\n]*\| `--audit-topic`:", doc, re.M)
     )
     assert with_audit_topic, "the audit topic's metrics are no longer marked `--audit-topic`:"
+    # and the LDAP directory's only with --ldap-url (tests/ldap/)
+    with_ldap = set(re.findall(r"^\| `(aclgate_[a-z_]+)` \|[^\n]*\| `--ldap-url`:", doc, re.M))
+    assert len(with_ldap) == 5, with_ldap
     exported = {f"{n}_total" if f"{n}_total" in documented else n for n in families}
-    assert exported == documented - with_audit_topic
+    assert exported == documented - with_audit_topic - with_ldap
     assert proxy.metric("aclgate_acls_ready") == 1
     assert proxy.metric("aclgate_acl_file_invalid") == 0
     version = proxy.metric("aclgate_acl_policy_version")

@@ -214,3 +214,8 @@ class CredentialLookup(Protocol):
     ) -> ScramCredential | PlainCredential | None:
         """The user's credential for `mechanism`, or None if there is none."""
         ...
+
+    def groups_for(self, user: str) -> tuple[str, ...]:
+        """The user's group names (the users file's `groups`); none for an unknown user. Asked
+        right after `credentials_for`, of the same version of the store."""
+        ...

@@ -24,15 +24,19 @@ from typing import Any, Protocol, runtime_checkable
 import jwt as pyjwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from aclgate.protocol.identity.groups import TooManyGroupsError, group_principals
 from aclgate.protocol.identity.sasl.pending import SaslPending
 
 __all__ = [
+    "GroupsClaimError",
     "Jwk",
     "Jwks",
     "JwtValidationError",
     "JwtValidator",
     "KeySource",
     "OAuthBearerToken",
+    "claim_value",
+    "groups_from_claims",
 ]
 
 _EC_CURVES = {"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}
@@ -53,6 +57,13 @@ _ALGORITHMS = {name: pyjwt.PyJWS().get_algorithm_by_name(name) for name in SUPPO
 
 class JwtValidationError(ValueError):
     """The token is not acceptable; the message is for the server's log only."""
+
+
+class GroupsClaimError(JwtValidationError):
+    """A validly signed token whose groups claim is of the wrong type (not a string or an
+    array of strings) or holds more groups than a session may (protocol/identity/groups.py).
+    The login fails with this message, which names the claim (the token is the client's own,
+    so nothing leaks): fail closed, never a session without the groups the IdP meant."""
 
 
 def b64url_decode(text: str) -> bytes:
@@ -177,6 +188,8 @@ class OAuthBearerToken:
     start_time_ms: int | None  # `iat`
     scope: frozenset[str] = frozenset()
     claims: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: the group names of the groups claim (`groups_claim`), in the token's order, distinct
+    groups: tuple[str, ...] = ()
 
 
 def _numeric_date(claims: Mapping[str, Any], name: str) -> float | None:
@@ -202,6 +215,76 @@ def _claim_string(name: str, value: object) -> str:
     return text
 
 
+def _json_type(value: object) -> str:
+    """How a JSON value is named in an error message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def claim_value(claims: Mapping[str, Any], name: str) -> Any:
+    """The claim `name`: the top-level claim of exactly that name if there is one (a namespaced
+    claim such as `https://example.com/groups`), else a dot-separated path into nested objects
+    (`realm_access.roles`). None when it is absent or null anywhere along the path;
+    GroupsClaimError when a step of the path is not an object."""
+    if name in claims:
+        return claims[name]
+    parts = name.split(".")
+    value: Any = claims
+    for i, part in enumerate(parts):
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise GroupsClaimError(
+                f"the groups claim '{name}': '{'.'.join(parts[:i])}' is {_json_type(value)}, "
+                "not an object"
+            )
+        value = value.get(part)
+    return value
+
+
+def groups_from_claims(claims: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """The group names in the claim `name` (claim_value): a string is one group (never split:
+    directory group names hold spaces and commas), an array of strings one group each; absent
+    or null, none. Any other type, an array holding anything but strings, or more groups or
+    longer names than groups.py allows: GroupsClaimError naming the claim."""
+    value = claim_value(claims, name)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items: list[Any] = [value]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise GroupsClaimError(
+            f"the groups claim '{name}' is {_json_type(value)}; it must be a string or an "
+            "array of strings"
+        )
+
+    def checked() -> Iterable[str]:
+        for item in items:
+            if not isinstance(item, str):
+                raise GroupsClaimError(
+                    f"the groups claim '{name}' holds {_json_type(item)}; it must be a string "
+                    "or an array of strings"
+                )
+            yield item
+
+    try:  # the bounds stop the walk early: a 512 KiB token may list 50,000 names
+        group_principals(checked())
+    except TooManyGroupsError as exc:
+        raise GroupsClaimError(f"the groups claim '{name}': {exc}") from None
+    return tuple(dict.fromkeys(item for item in items if item))
+
+
 class JwtValidator:
     """Validates bearer tokens; configured like Kafka's `sasl.oauthbearer.*` broker settings."""
 
@@ -215,9 +298,11 @@ class JwtValidator:
         principal_claim: str = "sub",
         scope_claim: str = "scope",
         algorithms: Iterable[str] = SUPPORTED_ALGORITHMS,
+        groups_claim: str | None = None,
     ) -> None:
         """`jwks`: a fixed key set (a JWKS file), or a KeySource whose keys change while the
-        proxy runs (a JWKS URL, proxy/security/jwks.py)."""
+        proxy runs (a JWKS URL, proxy/security/jwks.py). `groups_claim`: the claim (or
+        dot-separated path) holding the token's groups (groups_from_claims); None: none."""
         self.source: KeySource | None = None if isinstance(jwks, Jwks) else jwks
         self._fixed = jwks if isinstance(jwks, Jwks) else None
         self.audiences = frozenset(expected_audiences or ())
@@ -226,6 +311,7 @@ class JwtValidator:
         self.principal_claim = principal_claim
         self.scope_claim = scope_claim
         self.algorithms = frozenset(algorithms) & SUPPORTED_ALGORITHMS
+        self.groups_claim = groups_claim
 
     @property
     def jwks(self) -> Jwks:
@@ -394,6 +480,8 @@ class JwtValidator:
                 f'iat value must be null or non-negative; value given was "{int(iat * 1000)}"'
             )
         principal = _claim_string(self.principal_claim, claims.get(self.principal_claim))
+        # last: only a token that passed every other check hears about its groups claim
+        groups = groups_from_claims(claims, self.groups_claim) if self.groups_claim else ()
         return OAuthBearerToken(
             value=token,
             principal_name=principal,
@@ -401,4 +489,5 @@ class JwtValidator:
             start_time_ms=int(iat * 1000),
             scope=frozenset(scopes),
             claims=dict(claims),
+            groups=groups,
         )

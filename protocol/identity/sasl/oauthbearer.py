@@ -16,7 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aclgate.protocol.identity.sasl.base import SaslAuthenticationError, SaslException, SaslServer
-from aclgate.protocol.identity.sasl.jwt import JwtValidationError, JwtValidator, OAuthBearerToken
+from aclgate.protocol.identity.sasl.jwt import (
+    GroupsClaimError,
+    JwtValidationError,
+    JwtValidator,
+    OAuthBearerToken,
+)
 from aclgate.protocol.identity.sasl.pending import SaslPending
 
 __all__ = ["OAUTHBEARER", "ClientInitialResponse", "OAuthBearerSaslServer"]
@@ -93,6 +98,10 @@ class OAuthBearerSaslServer(SaslServer):
     def credential_expiration_ms(self) -> int | None:
         return self.token.lifetime_ms if self._complete and self.token else None
 
+    def group_names(self) -> tuple[str, ...]:
+        """The token's groups claim (sasl.oauthbearer.groups.claim.name), when configured."""
+        return self.token.groups if self._complete and self.token else ()
+
     def evaluate(self, token: bytes) -> bytes:
         if self._complete:
             raise SaslException("Unexpected challenge in Sasl server state COMPLETE")
@@ -107,6 +116,11 @@ class OAuthBearerSaslServer(SaslServer):
         except SaslPending:
             self._waited = True
             raise
+        except GroupsClaimError as e:
+            # a validly signed token whose groups cannot be read: refused, and told why (the
+            # claim is the client's own), not with the generic invalid_token
+            self.last_validation_error = str(e)
+            raise SaslAuthenticationError(f"Authentication failed: {e}") from None
         except JwtValidationError as e:
             self.last_validation_error = str(e)
             self._error_message = invalid_token_challenge()

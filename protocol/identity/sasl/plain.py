@@ -25,6 +25,11 @@ class PlainSaslServer(SaslServer):
     def __init__(self, credentials: CredentialLookup) -> None:
         self._credentials = credentials
         self._done = False
+        self._groups: tuple[str, ...] = ()
+
+    def group_names(self) -> tuple[str, ...]:
+        """The user's groups in the users file, as they were when the password was checked."""
+        return self._groups if self._complete else ()
 
     def evaluate(self, token: bytes) -> bytes:
         if self._done:
@@ -52,6 +57,7 @@ class PlainSaslServer(SaslServer):
             raise SaslAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different from username"
             )
+        self._groups = self._credentials.groups_for(username)
         self._authorization_id = username
         self._complete = True
         return b""

@@ -221,7 +221,12 @@ class ScramSaslServer(SaslServer):
         self._client_first: ClientFirstMessage | None = None
         self._server_first: ServerFirstMessage | None = None
         self._credential: ScramCredential | None = None
+        self._groups: tuple[str, ...] = ()
         self.extensions: dict[str, str] = {}
+
+    def group_names(self) -> tuple[str, ...]:
+        """The user's groups in the users file, read with the credential (client-first)."""
+        return self._groups if self._complete else ()
 
     def evaluate(self, token: bytes) -> bytes:
         try:
@@ -261,6 +266,7 @@ class ScramSaslServer(SaslServer):
                 f"{SCRAM_MIN_ITERATIONS} for {_enum_name(self.mechanism)}"
             )
         self._credential = credential
+        self._groups = self._credentials.groups_for(username)
         self._authorization_id = username
         self._server_first = ServerFirstMessage(
             first.nonce + self._nonce_factory(), credential.salt, credential.iterations
