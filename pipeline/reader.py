@@ -3,7 +3,9 @@
 Each input line ends up in exactly one of four piles: blank, another kind of event than a
 decision (`acl_change` lines: counted, not read), malformed (with the reason, its file and line
 number) or a valid decision event. Malformed lines are counted and listed, never
-dropped silently and never fatal. Text input (JSON Lines, the audit topic) is parsed once and
+dropped silently and never fatal. A line may be of any of the three formats of `--audit-format`
+(aclgate, CloudEvents, OCSF: pipeline/formats.py), told apart line by line and read as the
+aclgate event. Text input (JSON Lines, the audit topic) is parsed once and
 cached on local disk (DISK_ONLY: millions of lines would not fit a default 1 GB heap, and
 re-reading the compact columnar cache is far cheaper than parsing the JSON again), so the
 several aggregations of a report parse the JSON only once. Parquet input is not cached: each
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from aclgate.pipeline.formats import parse_line
 from aclgate.pipeline.inputs import InputFiles, display_path
 from aclgate.pipeline.kafkasource import KafkaInput, read_topic
 from aclgate.pipeline.schema import (
@@ -68,14 +71,9 @@ class AuditData:
 
 
 def parse_json(text: Column) -> Column:
-    """One JSON line to the audit struct; what does not parse lands in the corrupt column."""
-    from pyspark.sql import functions as F
-
-    return F.from_json(
-        text,
-        audit_schema(with_corrupt_column=True),
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN},
-    )
+    """One JSON line, of any format, to the audit struct (pipeline/formats.py); what does not
+    parse lands in the corrupt column."""
+    return parse_line(text)
 
 
 def kafka_lines(records: DataFrame) -> DataFrame:

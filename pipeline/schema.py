@@ -89,6 +89,7 @@ def acl_struct_type() -> StructType:
 def audit_schema(with_corrupt_column: bool = False) -> StructType:
     """The on-disk event: timestamps stay strings here and are parsed (leniently) later."""
     from pyspark.sql.types import (
+        ArrayType,
         BooleanType,
         IntegerType,
         LongType,
@@ -107,6 +108,8 @@ def audit_schema(with_corrupt_column: bool = False) -> StructType:
         StructField("proxy", StringType()),
         StructField("listener", StringType()),
         StructField("principal", StringType()),
+        # the session's group principals (`Group:NAME`, sorted); absent from older lines: null
+        StructField("groups", ArrayType(StringType())),
         StructField("host", StringType()),
         StructField("client_id", StringType()),
         StructField("api", StringType()),

@@ -7,7 +7,9 @@ Three Structured Streaming queries, each with its own checkpoint under --checkpo
              `event_time`, the record's Kafka topic/partition/offset/timestamp, and for a
              record that is not a valid event `malformed` (the reason) and `_corrupt_record`
              (the text, when it is not JSON of the schema); blank records and other event
-             kinds (`acl_change`) are skipped). The JSON is parsed once, here.
+             kinds (`acl_change`) are skipped). The JSON is parsed once, here; a record may
+             be of any --audit-format (aclgate, CloudEvents, OCSF: pipeline/formats.py), and
+             events/ holds the aclgate event whatever the record's format.
   denials    events -> denied decisions per event-time window, principal and resource
              (sum of `count`), with `alert` when the window reaches --alert-threshold
   acl_usage  events -> per window and ACL, the decisions the audit names it for (the

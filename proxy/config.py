@@ -442,6 +442,16 @@ class ProxyConfig:
         help="allow a request on a resource that has no ACL at all (Kafka's setting of the same "
         "name; off by default: then only super users may touch resources without ACLs)",
     )
+    acl_host_cidr: bool = _setting(
+        False,
+        boolean=True,
+        help="an ACL host with / is a network, IPv4 10.0.0.0/8 or IPv6 2001:db8::/32, matching "
+        "every client address in it (KIP-1276, accepted for Kafka 4.4; beyond Kafka 4.3.1, "
+        "which compares hosts as strings); a host with / that is no network is refused by "
+        "CreateAcls (INVALID_REQUEST) and makes the ACL file or ACL topic unloadable. Off by "
+        "default: such a host is a literal string, as in Kafka 4.3.1. Set it alike on every "
+        'instance of a fleet (docs/authz.md, "CIDR hosts (KIP-1276, opt-in)")',
+    )
     mode: str = _setting(
         "enforce",
         choices=("enforce", "dry-run"),
@@ -472,6 +482,14 @@ class ProxyConfig:
         parse=Path,
         metavar="PATH",
         help="write audit events (JSON Lines) here; rotated by size, rotated files gzipped",
+    )
+    audit_format: str = _setting(
+        "aclgate",
+        choices=("aclgate", "cloudevents", "ocsf"),
+        lower=True,
+        help="the format of every audit line, in --audit-file and --audit-topic alike: aclgate "
+        "(the events of docs/audit.md), cloudevents (CloudEvents 1.0 JSON, the event as its "
+        '`data`) or ocsf (OCSF 1.8.0 API Activity); docs/audit.md, "Formats" (default aclgate)',
     )
     audit_max_bytes: int = _setting(
         100 * 1024 * 1024,
@@ -560,6 +578,22 @@ class ProxyConfig:
         metavar="RULES",
         help="Kafka's ssl.principal.mapping.rules, e.g. 'RULE:^CN=([^,]+),OU=eng,.*$/$1/L,DEFAULT'",
     )
+    ssl_group_mapping_rules: str | None = _setting(
+        metavar="RULES",
+        help="SSL listeners: groups from the client certificate, in ssl.principal.mapping.rules' "
+        "syntax over each value --ssl-group-from selects (default: the RFC 2253 subject); "
+        "every rule that matches gives a group (Group:NAME), DEFAULT the value itself, e.g. "
+        "'RULE:^.*OU=([^,]+),O=example$/$1/L' (docs/identity.md, \"Groups\"; default: no "
+        "certificate groups)",
+    )
+    ssl_group_from: list[str] = _setting(
+        multiple=True,
+        metavar="SOURCE",
+        help="SSL listeners: the certificate values the groups come from (repeatable): DN, a "
+        "subject attribute (OU, O, CN, DC, L, ST, C, STREET, UID: one value each, so several "
+        "OUs give several groups) or SAN:URI, SAN:DNS, SAN:EMAIL; each is a group as it is, or "
+        "rewritten by --ssl-group-mapping-rules (default DN when rules are given)",
+    )
     sasl_mechanisms: str = _setting(
         "SCRAM-SHA-512",
         metavar="LIST",
@@ -621,6 +655,13 @@ class ProxyConfig:
     sasl_oauthbearer_sub_claim_name: str = _setting(
         "sub", metavar="CLAIM", help="token claim holding the principal name (default sub)"
     )
+    sasl_oauthbearer_groups_claim_name: str | None = _setting(
+        metavar="CLAIM",
+        help="token claim holding the session's groups (Group:NAME): a top-level claim, or a "
+        "dot-separated path into nested objects such as realm_access.roles; a string is one "
+        "group, an array of strings one each, any other type fails the login "
+        '(docs/identity.md, "Groups"; default: no groups from tokens)',
+    )
     sasl_oauthbearer_clock_skew_seconds: int = _setting(
         30, parse=int, metavar="S", help="allowed clock skew for exp/nbf (default 30)"
     )
@@ -644,6 +685,104 @@ class ProxyConfig:
     )
     proxy_protocol_trusted: list[str] = _setting(
         multiple=True, metavar="CIDR", help="peers allowed to send a PROXY header (repeatable)"
+    )
+    ldap_url: str | None = _setting(
+        metavar="URL[,URL...]",
+        help="look up the groups of every SASL or mTLS user in this LDAP directory (Active "
+        "Directory, OpenLDAP): ldap:// or ldaps:// URLs, tried in order; each group found is "
+        "the principal Group:NAME for the ACLs, added to the session's other groups "
+        '(docs/identity.md, "Groups from LDAP"; default: off)',
+    )
+    ldap_bind_dn: str | None = _setting(
+        metavar="DN",
+        help="--ldap-url: the DN the proxy binds as (default: an anonymous bind)",
+    )
+    ldap_bind_password_file: Path | None = _setting(
+        parse=Path,
+        metavar="PATH",
+        help="--ldap-url: file holding the password of --ldap-bind-dn (first line); re-read "
+        "for each new directory connection",
+    )
+    ldap_user_search_base: str | None = _setting(
+        metavar="DN",
+        help="--ldap-url: where users are searched for (subtree) with --ldap-user-filter; "
+        "or give --ldap-user-dn-template",
+    )
+    ldap_user_filter: str = _setting(
+        "(uid={user})",
+        metavar="FILTER",
+        help="--ldap-url: the filter that finds a user under --ldap-user-search-base; {user} is "
+        "the principal's name after User:, escaped (default (uid={user}); Active Directory: "
+        "(sAMAccountName={user}))",
+    )
+    ldap_user_dn_template: str | None = _setting(
+        metavar="TEMPLATE",
+        help="--ldap-url: the user's DN made from its name instead of a search, e.g. "
+        "uid={user},ou=people,dc=example,dc=com ({user} escaped as an RDN value)",
+    )
+    ldap_group_search_base: str | None = _setting(
+        metavar="DN",
+        help="--ldap-url: where groups are searched for (subtree) with --ldap-group-filter",
+    )
+    ldap_group_filter: str = _setting(
+        "(member={dn})",
+        metavar="FILTER",
+        help="--ldap-url: the filter that finds a user's groups; {dn} is the user's DN, {user} "
+        "its name, both escaped (default (member={dn}); posixGroup: (memberUid={user}); both: "
+        "(|(member={dn})(memberUid={user})))",
+    )
+    ldap_group_name_attribute: str = _setting(
+        "cn",
+        metavar="ATTRIBUTE",
+        help="--ldap-url: the group attribute that names it: Group:<its value> (default cn)",
+    )
+    ldap_nested_groups: bool = _setting(
+        False,
+        boolean=True,
+        help="--ldap-url: also the groups of the user's groups, and theirs, found with "
+        "--ldap-group-filter's {dn} set to a group's DN (up to 8 levels; default off)",
+    )
+    ldap_cache_ttl: float = _setting(
+        300.0,
+        parse=float,
+        metavar="SECONDS",
+        help="--ldap-url: how long a user's groups are used before the directory is asked "
+        "again; an older answer is still used while it is asked, in the background, and "
+        "open connections follow the new answer (default 300)",
+    )
+    ldap_max_stale: float = _setting(
+        900.0,
+        parse=float,
+        metavar="SECONDS",
+        help="--ldap-url: while the directory cannot be reached, a user's last known groups are "
+        "used until they are this old; after that the user's sessions have no groups from "
+        "the directory (fail closed) and /readyz answers 503 (default 900; at least "
+        "--ldap-cache-ttl)",
+    )
+    ldap_cache_max_entries: int = _setting(
+        10_000,
+        parse=int,
+        metavar="N",
+        help="--ldap-url: users whose groups are kept at most; past it the least recently "
+        "used are dropped (default 10000)",
+    )
+    ldap_timeout: float = _setting(
+        5.0,
+        parse=float,
+        metavar="SECONDS",
+        help="--ldap-url: the longest wait to connect to the directory, and for each of its "
+        "answers (default 5)",
+    )
+    ldap_start_tls: bool = _setting(
+        False,
+        boolean=True,
+        help="--ldap-url: upgrade ldap:// connections with StartTLS (default off); ldaps:// "
+        "URLs are TLS from the start; certificates are verified either way",
+    )
+    ldap_ssl_cafile: Path | None = _setting(
+        parse=Path,
+        metavar="PEM",
+        help="--ldap-url: CAs to verify the directory's certificate (default: system CAs)",
     )
 
     # ------------------------------------------------------------- upstream security
@@ -816,7 +955,89 @@ class ProxyConfig:
             )
         self._validate_audit_topic()
         self._validate_security()
+        self._validate_ldap()
         return self
+
+    @property
+    def ldap_urls(self) -> tuple[str, ...]:
+        """--ldap-url's URLs, in order (none: no groups from LDAP)."""
+        text = self.ldap_url or ""
+        return tuple(url.strip() for url in text.split(",") if url.strip())
+
+    def _validate_ldap(self) -> None:
+        """--ldap-url and its settings (proxy/security/ldapgroups.py); each error names one."""
+        if self.ldap_url is None:
+            for f in _settings():
+                if f.name.startswith("ldap_") and getattr(self, f.name) != f.default:
+                    raise ConfigError.about(f.name, "is only used with --ldap-url", " ")
+            return
+        urls = self.ldap_urls
+        if not urls:
+            raise ConfigError.about("ldap_url", "no URL given")
+        for url in urls:
+            problem = _ldap_url_problem(url)
+            if problem is not None:
+                raise ConfigError.about("ldap_url", f"{url!r}: {problem}")
+        if self.listener_security_protocol == "PLAINTEXT":
+            raise ConfigError.about(
+                "ldap_url",
+                "a PLAINTEXT listener has no user to look up (every client is User:ANONYMOUS); "
+                "use a SASL or an SSL (mTLS) --listener-security-protocol",
+            )
+        if (self.ldap_bind_dn is None) != (self.ldap_bind_password_file is None):
+            given, missing = (
+                ("ldap_bind_dn", "--ldap-bind-password-file")
+                if self.ldap_bind_password_file is None
+                else ("ldap_bind_password_file", "--ldap-bind-dn")
+            )
+            raise ConfigError.about(given, f"needs {missing} (or neither: an anonymous bind)", " ")
+        if (self.ldap_user_search_base is None) == (self.ldap_user_dn_template is None):
+            raise ConfigError.about(
+                "ldap_user_search_base",
+                "give either --ldap-user-search-base (with --ldap-user-filter) or "
+                "--ldap-user-dn-template, not both",
+            )
+        if self.ldap_user_dn_template is not None and "{user}" not in self.ldap_user_dn_template:
+            raise ConfigError.about("ldap_user_dn_template", "has no {user}")
+        if self.ldap_user_search_base is not None:
+            _check_ldap_filter("ldap_user_filter", self.ldap_user_filter, ("{user}",))
+        if self.ldap_group_search_base is None:
+            raise ConfigError.about(
+                "ldap_url", "needs --ldap-group-search-base (where the groups are)", " "
+            )
+        _check_ldap_filter("ldap_group_filter", self.ldap_group_filter, ("{dn}", "{user}"))
+        if self.ldap_nested_groups and "{dn}" not in self.ldap_group_filter:
+            raise ConfigError.about(
+                "ldap_nested_groups",
+                "needs {dn} in --ldap-group-filter (a group is found among another's members "
+                "by its DN)",
+            )
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*|\d+(\.\d+)+", self.ldap_group_name_attribute):
+            raise ConfigError.about(
+                "ldap_group_name_attribute", "is not an attribute name (e.g. cn) or OID"
+            )
+        for name in ("ldap_cache_ttl", "ldap_timeout"):
+            if not getattr(self, name) > 0:
+                raise ConfigError.about(name, "must be positive")
+        if not self.ldap_max_stale >= self.ldap_cache_ttl:
+            raise ConfigError.about(
+                "ldap_max_stale", f"must be at least --ldap-cache-ttl ({self.ldap_cache_ttl:g})"
+            )
+        if self.ldap_cache_max_entries < 1:
+            raise ConfigError.about("ldap_cache_max_entries", "must be at least 1")
+        tls = self.ldap_start_tls or any(url.lower().startswith("ldaps:") for url in urls)
+        if self.ldap_start_tls and any(url.lower().startswith("ldaps:") for url in urls):
+            raise ConfigError.about("ldap_start_tls", "ldaps:// URLs are TLS already", " ")
+        if self.ldap_ssl_cafile is not None and not tls:
+            raise ConfigError.about(
+                "ldap_ssl_cafile", "is only used with ldaps:// URLs or --ldap-start-tls", " "
+            )
+        for name in ("ldap_bind_password_file", "ldap_ssl_cafile"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).exists():
+                raise ConfigError(
+                    f"{name}: {path} does not exist", setting=name, problem="no such file"
+                )
 
     def _validate_audit_topic(self) -> None:
         if self.audit_topic is None:
@@ -873,6 +1094,7 @@ class ProxyConfig:
                 )
             if "OAUTHBEARER" in mechanisms:
                 self._validate_oauthbearer_keys()
+        self._validate_group_sources()
         if self.proxy_protocol and not self.proxy_protocol_trusted:
             raise ConfigError.about(
                 "proxy_protocol", "needs at least one --proxy-protocol-trusted CIDR", " "
@@ -910,6 +1132,39 @@ class ProxyConfig:
                 raise ConfigError(
                     f"{name}: {path} does not exist", setting=name, problem="no such file"
                 )
+
+    def _validate_group_sources(self) -> None:
+        """The certificate and token group settings (docs/identity.md, "Groups")."""
+        if self.ssl_group_mapping_rules is not None or self.ssl_group_from:
+            name = "ssl_group_mapping_rules" if self.ssl_group_mapping_rules else "ssl_group_from"
+            if self.listener_security_protocol != "SSL":
+                # as in Kafka, only an SSL listener takes who the client is from its
+                # certificate: silently unused, a DENY on a certificate group would not apply
+                raise ConfigError.about(
+                    name,
+                    "applies to SSL listeners only (on "
+                    f"{self.listener_security_protocol} the certificate gives neither the "
+                    "principal nor groups)",
+                    " ",
+                )
+            from aclgate.protocol.identity.certgroups import (
+                CertificateGroupMapper,
+                parse_group_source,
+            )
+
+            try:
+                self.ssl_group_from = [parse_group_source(s) for s in self.ssl_group_from]
+            except ValueError as exc:
+                raise ConfigError.about("ssl_group_from", str(exc)) from None
+            try:
+                CertificateGroupMapper.from_settings(
+                    self.ssl_group_mapping_rules, self.ssl_group_from
+                )
+            except ValueError as exc:
+                raise ConfigError.about("ssl_group_mapping_rules", str(exc)) from None
+        claim = self.sasl_oauthbearer_groups_claim_name
+        if claim is not None and not claim.strip():
+            raise ConfigError.about("sasl_oauthbearer_groups_claim_name", "must not be empty")
 
     def _validate_oauthbearer_keys(self) -> None:
         """OAUTHBEARER on the listener: exactly one source of verification keys."""
@@ -988,6 +1243,42 @@ class ProxyConfig:
             )
 
 
+def _ldap_url_problem(url: str) -> str | None:
+    """What is wrong with an --ldap-url URL (ldap[s]://host[:port]), or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme.lower() not in ("ldap", "ldaps"):
+        return "not an ldap:// or ldaps:// URL"
+    if not parts.hostname:
+        return "no host"
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        return "only ldap[s]://HOST[:PORT] (the search bases are settings of their own)"
+    if port == 0:
+        return "port 0"
+    return None
+
+
+def _check_ldap_filter(name: str, text: str, placeholders: tuple[str, ...]) -> None:
+    """An LDAP search filter (RFC 4515) with at least one of `placeholders`."""
+    from ldap3.core.exceptions import LDAPException
+    from ldap3.operation.search import parse_filter
+
+    if not any(p in text for p in placeholders):
+        raise ConfigError.about(name, f"has none of {', '.join(placeholders)}")
+    sample = text
+    for placeholder in placeholders:
+        sample = sample.replace(placeholder, "x")
+    try:
+        parse_filter(sample, None, True, True, None, False)
+    except (LDAPException, ValueError, TypeError) as exc:
+        raise ConfigError.about(name, f"{text!r} is not an LDAP filter ({exc})") from None
+
+
 #: The concern groups of the settings table, in the order `serve --help`, docs/configuration.md
 #: and the example file show them: (group, title, what it is about, its settings in order).
 #: Every ProxyConfig setting is in exactly one group (`settings()` refuses otherwise).
@@ -1009,13 +1300,19 @@ GROUPS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "token checks, mTLS principal mapping, re-authentication",
         (
             "sasl_mechanisms", "users_file", "ssl_principal_mapping_rules",
-            "sasl_oauthbearer_jwks_file", "sasl_oauthbearer_jwks_endpoint_url",
+            "ssl_group_mapping_rules", "ssl_group_from", "sasl_oauthbearer_jwks_file", "sasl_oauthbearer_jwks_endpoint_url",
             "sasl_oauthbearer_oidc_discovery_url", "sasl_oauthbearer_jwks_endpoint_refresh_ms",
             "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms",
             "sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms", "sasl_oauthbearer_ssl_cafile",
             "sasl_oauthbearer_expected_audience", "sasl_oauthbearer_expected_issuer",
-            "sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_clock_skew_seconds",
+            "sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_groups_claim_name",
+            "sasl_oauthbearer_clock_skew_seconds",
             "connections_max_reauth_ms", "connection_failed_authentication_delay_ms",
+            "ldap_url", "ldap_bind_dn", "ldap_bind_password_file", "ldap_user_search_base",
+            "ldap_user_filter", "ldap_user_dn_template", "ldap_group_search_base",
+            "ldap_group_filter", "ldap_group_name_attribute", "ldap_nested_groups",
+            "ldap_cache_ttl", "ldap_max_stale", "ldap_cache_max_entries", "ldap_timeout",
+            "ldap_start_tls", "ldap_ssl_cafile",
         ),
     ),
     (
@@ -1040,8 +1337,8 @@ GROUPS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
             "acl_store", "acl_file", "acl_file_missing_ok", "acl_topic", "acl_bootstrap",
             "acl_topic_replication_factor", "acl_topic_skip_offset", "acl_transactional_id",
             "acl_store_max_staleness_seconds", "early_start", "super_user",
-            "allow_everyone_if_no_acl_found", "mode", "dry_run_principal", "dry_run_resource",
-            "dry_run_file", "delete_acls_max_share",
+            "allow_everyone_if_no_acl_found", "acl_host_cidr", "mode", "dry_run_principal",
+            "dry_run_resource", "dry_run_file", "delete_acls_max_share",
         ),
     ),
     (
@@ -1049,9 +1346,9 @@ GROUPS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "Audit",
         "the record of every decision: a rotated JSON-lines file and/or a Kafka topic",
         (
-            "audit_file", "audit_max_bytes", "audit_keep", "audit_window", "proxy_name",
-            "audit_topic", "audit_bootstrap", "audit_spool", "audit_spool_max_bytes",
-            "audit_delivery_timeout",
+            "audit_file", "audit_format", "audit_max_bytes", "audit_keep", "audit_window",
+            "proxy_name", "audit_topic", "audit_bootstrap", "audit_spool",
+            "audit_spool_max_bytes", "audit_delivery_timeout",
         ),
     ),
     (
@@ -1093,6 +1390,8 @@ RELOADED: dict[str, str] = {
     "upstream_ssl_keyfile": "contents reloaded together with --upstream-ssl-cafile",
     "upstream_sasl_password_file": "re-read when the file changes: the next login uses the "
     "new password",
+    "ldap_bind_password_file": "re-read for each new directory connection: the next bind "
+    "uses the new password",
     "upstream_sasl_oauthbearer_client_secret_file": "re-read when the file changes: the next "
     "token request uses the new secret",
     "sasl_oauthbearer_jwks_endpoint_url": "restart; the keys it serves are fetched again every "

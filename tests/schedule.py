@@ -59,9 +59,11 @@ SECONDS = {
     "tests/pipeline/test_report.py": 19,
     "tests/fuzz/test_tcp_fuzz.py": 19,
     "tests/pipeline/test_proxy_log.py": 16,
+    "tests/pipeline/test_formats.py": 60,  # measured 2026-11-29 under load 3, Spark start incl.
     "tests/pipeline/test_cli.py": 11,
     "tests/pipeline/test_reader.py": 11,
     "tests/pipeline/test_advisor.py": 10,
+    "tests/ldap/test_serve.py": 12,  # measured alone 2026-11-29, slapd cached
 }
 SPARK_UNIT = "tests/pipeline/"
 

@@ -30,6 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aclgate.proxy.audit.formats import (
+    CLOUDEVENTS_CONTENT_TYPE,
+    CLOUDEVENTS_PREFIX,
+    principal_of,
+)
 from aclgate.proxy.audit.spool import AuditSpool, Mark
 from aclgate.proxy.rdkafka import close_producer
 
@@ -60,6 +65,17 @@ POLL_SECONDS = 0.05
 STOP_FLUSH_SECONDS = 5.0
 #: at most one "spool full" error line per this many seconds (each with the running count)
 LOSS_LOG_INTERVAL = 10.0
+#: the record headers of a CloudEvents line (--audit-format cloudevents): the Kafka protocol
+#: binding's structured mode; lines of the other formats have none
+CLOUDEVENTS_HEADERS = [("content-type", CLOUDEVENTS_CONTENT_TYPE.encode("ascii"))]
+
+
+def headers_of(line: str) -> list[tuple[str, bytes]] | None:
+    """The record headers of an audit line: by the line itself, so that a spooled line keeps
+    the headers of its format whatever --audit-format is when it is sent."""
+    return CLOUDEVENTS_HEADERS if line.startswith(CLOUDEVENTS_PREFIX) else None
+
+
 #: how often a missing audit topic may be created (tried again after unknown-topic errors)
 CREATE_INTERVAL = 10.0
 #: how long after a fatal producer error (e.g. no permission to get a producer id) a new
@@ -332,6 +348,7 @@ class KafkaAuditSink:
                     topic,
                     value=line[:-1].encode("utf-8"),
                     key=key.encode("utf-8"),
+                    headers=headers_of(line),
                     on_delivery=lambda err, msg, seq=seq: self._on_direct(seq, err, msg),
                 )
             except (BufferError, KafkaException) as exc:
@@ -446,7 +463,7 @@ class KafkaAuditSink:
 
         for line, after in lines:
             try:
-                key = json.loads(line)["principal"]
+                key = principal_of(json.loads(line))
                 if not isinstance(key, str):
                     raise TypeError("principal is not a string")
             except (ValueError, KeyError, TypeError) as exc:
@@ -464,6 +481,7 @@ class KafkaAuditSink:
                     self.settings.topic,
                     value=line.rstrip("\n").encode("utf-8"),
                     key=key.encode("utf-8"),
+                    headers=headers_of(line),
                     on_delivery=delivered,
                 )
             except (BufferError, KafkaException):

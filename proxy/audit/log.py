@@ -17,7 +17,9 @@ early (counted in aclgate_audit_aggregation_overflow_total), so nothing leaves t
 written aggregation is dropped whole, its memory returned.
 
 Each line is built once and handed to every sink (proxy/audit/sink.py): the file
-(proxy/audit/file.py, rotated by size) and/or the Kafka topic (proxy/audit/kafka.py).
+(proxy/audit/file.py, rotated by size) and/or the Kafka topic (proxy/audit/kafka.py). With
+`--audit-format cloudevents` or `ocsf` the event is converted once per line, before it is
+written (proxy/audit/formats.py); the default, `aclgate`, writes it as it is.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from aclgate.protocol.bounds import CLIENT_ID, PRINCIPAL, RESOURCE_NAME, bounded
 from aclgate.protocol.enforce.context import DecisionRecord
 from aclgate.protocol.versions import api_name
 from aclgate.proxy.audit.file import AuditFile
+from aclgate.proxy.audit.formats import formatter
 from aclgate.proxy.audit.sink import AuditSink
 
 log = logging.getLogger("aclgate.audit")
@@ -77,12 +80,16 @@ class AuditLog:
         sinks: Sequence[AuditSink] = (),
         max_keys: int = 2_000,
         max_key_bytes: int = 2 * 1024 * 1024,
+        format: str = "aclgate",
     ):
         """`path`: the audit file (None: no file); `sinks`: more sinks (the Kafka topic);
-        `max_keys`, `max_key_bytes`: the bound of each aggregation (module docstring)."""
+        `max_keys`, `max_key_bytes`: the bound of each aggregation (module docstring);
+        `format`: the lines' format, for every sink (proxy/audit/formats.py)."""
         self.file = AuditFile(path, max_bytes, keep, compress) if path is not None else None
         self.sinks: list[AuditSink] = ([self.file] if self.file is not None else []) + list(sinks)
         self.proxy_name = proxy_name
+        #: the event -> what is written (None: the event itself, the `aclgate` format)
+        self._convert = formatter(format, proxy_name)
         self.window = window
         self.denied_per_second = denied_per_second
         self.clock = clock
@@ -257,8 +264,10 @@ class AuditLog:
     # ----------------------------------------------------------------------- writing
 
     def _write(self, event: dict[str, Any], urgent: bool = False) -> None:
-        line = json.dumps(event, separators=(",", ":")) + "\n"
         key = event["principal"]
+        if self._convert is not None:
+            event = self._convert(event)
+        line = json.dumps(event, separators=(",", ":")) + "\n"
         for sink in self.sinks:
             sink.write(line, key, urgent)
         self.lines_written += 1

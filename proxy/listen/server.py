@@ -38,7 +38,7 @@ from aclgate.proxy.audit.decisions import DecisionRecorder
 from aclgate.proxy.audit.dryrunfile import DryRunSettings
 from aclgate.proxy.audit.kafka import KafkaAuditSink, topic_settings
 from aclgate.proxy.audit.log import AuditLog
-from aclgate.proxy.config import ProxyConfig
+from aclgate.proxy.config import ConfigError, ProxyConfig
 from aclgate.proxy.listen import splice
 from aclgate.proxy.listen.connection import REASON_LIMIT, ClientConnection
 from aclgate.proxy.listen.fdlimit import connection_budget, open_fd_count, raise_open_files_limit
@@ -47,6 +47,7 @@ from aclgate.proxy.ops.logs import log_safe
 from aclgate.proxy.ops.metrics import ProxyMetrics, StateCollector
 from aclgate.proxy.ops.ratelimit import RateLimitedLog, TokenBuckets
 from aclgate.proxy.security.jwks import start_jwks
+from aclgate.proxy.security.ldapgroups import LdapGroups, LdapSettings
 from aclgate.proxy.security.listener import build_listener_security, build_upstream_security
 from aclgate.proxy.upstream.connector import ControlClient, UpstreamConnector, UpstreamUnavailable
 from aclgate.proxy.upstream.directory import NodeDirectory
@@ -133,6 +134,8 @@ class ProxyServer:
             config.allow_everyone_if_no_acl_found,
             # InitProducerId without a transactional id asks WRITE on any topic (KIP-679)
             prebuild_by_resource_type=(ResourceType.TOPIC,),
+            # KIP-1276, opt-in: ACL hosts with / are networks (docs/authz.md)
+            cidr_hosts=config.acl_host_cidr,
         )
         #: where the ACLs live (proxy/aclstore/backend.py); None: no ACL store, an empty policy
         self.acl_backend: AclBackend | None = open_acl_backend(config, self.authorizer)
@@ -191,6 +194,14 @@ class ProxyServer:
                 corr, allowed[18][1]
             ),
         )
+        ldap = LdapSettings.from_config(config)
+        #: users' groups from the LDAP directory (--ldap-url; proxy/security/ldapgroups.py)
+        self.ldap_groups: LdapGroups | None = None
+        if ldap is not None:
+            try:
+                self.ldap_groups = LdapGroups(ldap, self.metrics.registry)
+            except ValueError as exc:  # the bind password file is empty or unreadable
+                raise ConfigError(f"ldap_bind_password_file: {exc}") from None
         self.sasl_config: SaslListenerConfig | None = None
         if self.security.sasl:
             self._configure_sasl(allowed, local)
@@ -222,6 +233,7 @@ class ProxyServer:
             pre_auth_versions=lambda: self._pre_auth_versions(allowed),
             handlers_after=after,
             versions_after=versions_after,
+            directory_groups=self.directory_groups,
         )
 
     def _narrow_to_cluster(self) -> None:
@@ -322,6 +334,8 @@ class ProxyServer:
         """Everything after the policy: the client listeners, the audit trail, the tasks."""
         # OAUTHBEARER keys from a JWKS URL: fetched before the first client, then kept fresh
         self._tasks.extend(await start_jwks(self.security.oauth))  # proxy/security/jwks.py
+        if self.ldap_groups is not None:  # probed (a failure is logged), then kept fresh
+            self._tasks.append(await self.ldap_groups.start())
         log.info("pre-compiled kio readers in %.2fs", prewarm_kio())
         loop = asyncio.get_running_loop()
         self._start_fd_budget()
@@ -358,6 +372,7 @@ class ProxyServer:
                 keep=self.config.audit_keep,
                 window=self.config.audit_window,
                 sinks=[self.audit_sink] if self.audit_sink is not None else [],
+                format=self.config.audit_format,
             )
             self.recorder.audit = self.audit
             self._tasks.append(loop.create_task(self._audit_ticker(self.audit)))
@@ -491,6 +506,8 @@ class ProxyServer:
             self.audit.close()
         if self.security.executor is not None:
             self.security.executor.shutdown(wait=False)
+        if self.ldap_groups is not None:
+            self.ldap_groups.close()
 
     async def _drain(self, grace: float) -> None:
         """Let responses in flight reach their clients (up to `grace` seconds), closing each
@@ -738,6 +755,10 @@ class ProxyServer:
             details["acl_file_error"] = self.watcher.last_error
         if self.audit_sink is not None:  # informs, never fails readiness (docs/audit.md)
             details["audit_sink"] = self.audit_sink.status()
+        ldap_ready = True
+        if self.ldap_groups is not None:  # unready once past --ldap-max-stale
+            details["ldap"] = self.ldap_groups.status()
+            ldap_ready = details["ldap"]["not_ready"] is None
         if self.acl_backend is not None:
             status = self.acl_backend.status()
             details["acl_store"] = {
@@ -754,7 +775,7 @@ class ProxyServer:
                 details["acl_store"]["records_replayed"] = status.records_replayed
             if details["acl_store"]["not_ready"] is not None:
                 return False, details
-        return self.upstream_reachable and self.authorizer.ready, details
+        return self.upstream_reachable and self.authorizer.ready and ldap_ready, details
 
     # ACL store ---------------------------------------------------------------------
 
@@ -832,6 +853,27 @@ class ProxyServer:
                 change.removals,
                 error,
             )
+
+    # groups from LDAP ----------------------------------------------------------------
+
+    @property
+    def directory_groups(self) -> bool:
+        """Sessions wait for their user's groups from the directory (--ldap-url)."""
+        return self.ldap_groups is not None
+
+    def look_up_groups(
+        self, user: str, done: Callable[[frozenset[str]], None], subscriber: ClientConnection
+    ) -> None:
+        """The LookUpGroups effect: `done(names)` later; `subscriber` follows the answers."""
+        groups = self.ldap_groups
+        if groups is None:  # asked only with --ldap-url; without it there are none
+            asyncio.get_running_loop().call_soon(done, frozenset())
+            return
+        groups.look_up(user, done, subscriber)
+
+    def forget_groups(self, user: str, subscriber: ClientConnection) -> None:
+        if self.ldap_groups is not None:
+            self.ldap_groups.forget(user, subscriber)
 
     def next_turn(self, then: Callable[[], None]) -> None:
         """The NextTurn effect: `then()` in a later turn, once the audit records already
