@@ -154,6 +154,7 @@ class TypeIndex:
         "cidr_table",
         "count",
         "group_counts",
+        "group_members",
         "length_counts",
         "lengths",
         "literal",
@@ -170,6 +171,7 @@ class TypeIndex:
         group_counts: dict[str, int] | None = None,
         cidr: bool = False,
         cidr_counts: dict[str, int] | None = None,
+        group_members: dict[PatternKey, frozenset[str]] | None = None,
     ) -> None:
         self.literal = literal
         self.prefixed = prefixed
@@ -180,6 +182,11 @@ class TypeIndex:
         #: group principal (any type but User) -> how many of this type's ACLs name it: a
         #: session's groups are matched only against those that have ACLs (Snapshot)
         self.group_counts: dict[str, int] = group_counts if group_counts is not None else {}
+        #: pattern -> the group principals its rows name (only patterns that name any): a
+        #: decision looks up a session's group only in the patterns that hold rows of it
+        self.group_members: dict[PatternKey, frozenset[str]] = (
+            group_members if group_members is not None else {}
+        )
         #: a host with `/` is a network (KIP-1276, opt-in); off: every host is a literal string
         self.cidr = cidr
         #: CIDR host -> how many of this type's ACLs have it (only hosts that are networks)
@@ -229,6 +236,7 @@ class TypeIndex:
         prefixed = dict(self.prefixed)
         length_counts = dict(self.length_counts)
         group_counts = dict(self.group_counts)
+        group_members = dict(self.group_members)
         cidr = self.cidr
         cidr_counts = dict(self.cidr_counts) if cidr else None
         count = self.count
@@ -244,16 +252,22 @@ class TypeIndex:
                     length_counts[len(name)] -= 1
                     if not length_counts[len(name)]:
                         del length_counts[len(name)]
+            group_members.pop((name, pattern), None)
             group = build_group(bindings)
             if group:
                 target[name] = group
                 count += group_size(group)
                 _count_groups(group_counts, group, 1)
+                members = frozenset(p for p, _h in group if is_group_principal(p))
+                if members:
+                    group_members[(name, pattern)] = members
                 if cidr_counts is not None:
                     _count_cidr(cidr_counts, group, 1)
                 if pattern == _PREFIXED:
                     length_counts[len(name)] = length_counts.get(len(name), 0) + 1
-        return TypeIndex(literal, prefixed, length_counts, count, group_counts, cidr, cidr_counts)
+        return TypeIndex(
+            literal, prefixed, length_counts, count, group_counts, cidr, cidr_counts, group_members
+        )
 
     def filter_groups(self, name: str | None, pattern: PatternType) -> Iterator[Group]:
         """The groups whose pattern a filter on (`name`, `pattern`) can match, by lookups
@@ -293,10 +307,10 @@ class TypeIndex:
         meets and for an ALLOW the last ALLOW, as in its audit line (docs/authz.md, "Which ACL a
         decision names").
         """
-        groups = []
+        groups: list[tuple[Group, PatternKey]] = []
         group = self.literal.get(name)
         if group is not None:
-            groups.append(group)
+            groups.append((group, (name, _LITERAL)))
         if self.lengths:
             prefixed = self.prefixed
             size = len(name)
@@ -304,32 +318,34 @@ class TypeIndex:
                 if length <= size:
                     group = prefixed.get(name[:length])
                     if group is not None:
-                        groups.append(group)
+                        groups.append((group, (name[:length], _PREFIXED)))
         # Deliberately unlike KRaft (docs/authz.md, "The literal `*` ACL"): the literal `*`
         # applies to every name, also `*foo`.
         if self.wildcard is not None and name != WILDCARD:
-            groups.append(self.wildcard)
+            groups.append((self.wildcard, (WILDCARD, _LITERAL)))
         if not groups:
             return no_acl
 
         bit = 1 << op
-        keys = query_keys(
-            principal,
-            host,
-            session_groups,
-            self.cidr_hosts(host) if self.cidr_table is not None else (),
-        )
+        cidr_hosts = self.cidr_hosts(host) if self.cidr_table is not None else ()
+        keys = user_keys = query_keys(principal, host, (), cidr_hosts)
+        members = self.group_members if session_groups else None
         allowing = None
-        for group in groups:
+        allowing_keys = keys
+        for group, pattern in groups:
+            if members:  # the session's groups this pattern has rows of, if any
+                found = members.get(pattern)
+                shared = found.intersection(session_groups) if found else None
+                keys = query_keys(principal, host, shared, cidr_hosts) if shared else user_keys
             for key in keys:
                 row = group.get(key)
                 if row is not None:
                     if row[0] & bit:
                         return Decision(False, RULE_ACL, first_deny(group, keys, op))
                     if row[1] & bit:
-                        allowing = group
+                        allowing, allowing_keys = group, keys
         if allowing is not None:
-            return Decision(True, RULE_ACL, last_allow(allowing, keys, op))
+            return Decision(True, RULE_ACL, last_allow(allowing, allowing_keys, op))
         return DEFAULT_DENY
 
 
