@@ -122,7 +122,7 @@ bench-instructions-baseline: $(TEST_STAMP) valgrind  ## re-record bench/results/
 # Packaged artefacts (docs/deploy.md): the systemd unit, the OCI image, the Helm chart and the
 # alert rules, each checked by tests/deploy/ in `make test`, which install their tools too.
 .PHONY: deploy-tools oci-image test-deploy
-deploy-tools: $(TEST_STAMP)  ## install systemd-analyze, promtool, debootstrap (apt-get) and helm (Go module, .cache/deploy/bin)
+deploy-tools: $(TEST_STAMP)  ## install systemd-analyze, promtool, debootstrap, podman, runc (apt-get) and helm (Go module, .cache/deploy/bin)
 	$(PY) -m tests.deploy.tools
 
 oci-image: $(TEST_STAMP)  ## build the OCI image into build/oci and build/aclgate-docker.tar (root; docs/deploy.md)

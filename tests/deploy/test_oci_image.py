@@ -1,13 +1,19 @@
 """deploy/oci/build.py: the image is built here, from Debian's packages and the wheel, without
 a registry, then inspected and run.
 
-No container runtime runs on the test machine (docs/deploy.md, "OCI image":
-there is no Docker daemon, and podman's crun may not set the container's rlimits), so
-the image's own root filesystem is run with chroot, as its user (10001), with its entry point
-and arguments, in front of a tansu broker, and the image's health check command is run the
-same way: it passes once /readyz is 200 and fails before. The build needs root (debootstrap,
-chroot); the base root filesystem and the dependency wheels are cached in .cache/deploy/oci
-(first build about 3 minutes, then about 30 s).
+The image is run as a container by podman (installed from Debian's packages when missing)
+when a container starts on this machine: `podman load` of its docker archive, then `podman
+run` with the image's entry point, user and health check, its ports published, in front of a
+tansu broker. Which `podman run` flags start a container is found by trying them in turn
+(docs/deploy.md, "OCI image": on the test machine podman's defaults do not, crun refuses the
+cgroup layout and podman asks for more open files than the machine allows, so it takes
+`--runtime runc` and limits within the machine's). Once one has started a container, the
+image must serve in it or the test fails. Where none does, the image's root filesystem is run
+with chroot instead, as its user (10001), with its entry point and arguments, and its health
+check command the same way. The test prints which of the two ran, and why not the container.
+
+The build needs root (debootstrap, chroot); the base root filesystem and the dependency wheels
+are cached in .cache/deploy/oci (first build about 3 minutes, then about 30 s).
 """
 
 from __future__ import annotations
@@ -16,16 +22,24 @@ import gzip
 import hashlib
 import json
 import os
+import resource
+import shutil
 import subprocess
 import sys
 import tarfile
 import tomllib
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.deploy.tools import REPO, require, unavailable
+from aclgate.proxy.demo.embedded_broker import TansuBroker, api_versions_probe, free_port
+from tests.deploy.tools import REPO, Unavailable, install, require, unavailable
 from tests.fixtures.ports import free_port_block
 from tests.fixtures.wait import wait_until
 
@@ -49,9 +63,10 @@ BUILD_TOOLS = (
 class Image:
     """A built image: its OCI layout and the root filesystem its layer was made from."""
 
-    def __init__(self, layout: Path, rootfs: Path) -> None:
+    def __init__(self, layout: Path, rootfs: Path, archive: Path) -> None:
         self.layout = layout
         self.rootfs = rootfs
+        self.archive = archive  # the same image for `docker load`/`podman load`
         blobs = layout / "blobs" / "sha256"
         (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
         self.manifest = json.loads((blobs / entry["digest"].split(":")[1]).read_text())
@@ -71,11 +86,11 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
     out = tmp_path_factory.mktemp("oci")
     done = subprocess.run(
         [sys.executable, str(BUILD), "--out", str(out / "layout"), "--compress-level", "1",
-         "--keep-rootfs", str(out / "rootfs")],
+         "--keep-rootfs", str(out / "rootfs"), "--docker-archive", str(out / "image.tar")],
         capture_output=True, text=True, timeout=1200, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return Image(out / "layout", out / "rootfs")
+    return Image(out / "layout", out / "rootfs", out / "image.tar")
 
 
 def test_the_layout_is_a_valid_oci_image(image: Image) -> None:
@@ -129,9 +144,180 @@ def _chroot(image: Image, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def _hard_limit(kind: int, most: int) -> int:
+    """This process's hard limit, at most `most`: what a container may be given here."""
+    hard = resource.getrlimit(kind)[1]
+    return most if hard == resource.RLIM_INFINITY or hard > most else hard
+
+
+@dataclass
+class Podman:
+    """podman with its own image store in the test's temporary directory (the machine's is left
+    alone) and the image loaded into it; `flags` start a container here, None when none did
+    (`failed` says how each attempt failed)."""
+
+    command: list[str]
+    image: str = ""
+    flags: list[str] | None = None
+    #: the host's address as the containers see it (host.containers.internal)
+    host_address: str = ""
+    failed: list[str] = field(default_factory=list)
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.command, *args], capture_output=True, text=True, timeout=timeout
+        )
+
+    def candidates(self, runc: str) -> list[list[str]]:
+        """`podman run` flags to try, the plainest first. podman asks for 1,048,576 open files
+        (and, once any --ulimit is given, as many processes) whatever the machine allows, and
+        may not raise a limit where the machine is itself a container; crun (podman's default
+        runtime) refuses cgroup v1 with controllers on the v2 hierarchy, runc does not."""
+        files = _hard_limit(resource.RLIMIT_NOFILE, int(Path("/proc/sys/fs/nr_open").read_text()))
+        procs = _hard_limit(
+            resource.RLIMIT_NPROC, int(Path("/proc/sys/kernel/pid_max").read_text())
+        )
+        limits = ["--ulimit", f"nofile={files}:{files}", "--ulimit", f"nproc={procs}:{procs}"]
+        return [[], limits, ["--runtime", runc, *limits]]
+
+    def describe(self) -> str:
+        assert self.flags is not None
+        return " ".join(["podman run", *self.flags])
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip() and "level=" not in line]
+    return lines[-1] if lines else text.strip()[-300:]
+
+
+@pytest.fixture(scope="module")
+def podman(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
+    """podman and runc (installed when missing: a failed install fails the test under CI),
+    the image loaded from its docker archive (which keeps its health check), and the first
+    `podman run` flags with which a container from it starts here (`cat /etc/hosts`, which
+    also tells the host's address as the containers see it)."""
+    store = tmp_path_factory.mktemp("podman")
+    try:
+        found = Podman([install("podman"), "--root", str(store / "root"),
+                        "--runroot", str(store / "run")])  # fmt: skip
+        runc = install("runc")
+    except (Unavailable, subprocess.TimeoutExpired) as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"podman or runc is not available: {exc}")
+        yield Podman([], failed=[f"podman or runc is not available: {exc}"])
+        return
+    try:
+        loaded = found("load", "-q", "-i", str(image.archive), timeout=600)
+        assert loaded.returncode == 0, loaded.stderr
+        found.image = loaded.stdout.strip().rsplit(" ", 1)[-1]  # Loaded image: localhost/...
+        for flags in found.candidates(runc):
+            tried = found("run", "--rm", *flags, "--entrypoint", "/bin/cat", found.image,
+                          "/etc/hosts")  # fmt: skip
+            if tried.returncode == 0:
+                hosts = [line.split() for line in tried.stdout.splitlines()]
+                (found.host_address,) = [h[0] for h in hosts if "host.containers.internal" in h]
+                found.flags = flags
+                break
+            found.failed.append(f"{' '.join(['podman run', *flags])}: {_last_line(tried.stderr)}")
+        yield found
+    finally:
+        found("rm", "--all", "--force")
+        found("rmi", "--all", "--force")
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def _say(capsys: pytest.CaptureFixture[str], text: str) -> None:
+    """A line in the test run's output whatever its capture (which way the image ran)."""
+    with capsys.disabled():
+        print(f"\n[test_oci_image] {text}", flush=True)
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
 def test_the_image_serves_and_its_health_check_follows_readyz(
-    image: Image, tansu: Any, tmp_path: Path
+    image: Image,
+    podman: Podman,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
+    """In a container where one starts here (else from the root filesystem with chroot): the
+    image's user, entry point and health check; /healthz and /readyz 200 once its cluster is
+    up, the health check failing before and passing after."""
+    if podman.flags is not None:
+        request.node.user_properties.append(("ran", podman.describe()))
+        _say(capsys, f"the image ran as a container: {podman.describe()}"
+             + "".join(f"\n  (failed first: {why})" for why in podman.failed))  # fmt: skip
+        _serve_in_a_container(image, podman, tmp_path)
+    else:
+        request.node.user_properties.append(("ran", "chroot"))
+        _say(capsys, "no container starts here, the image's root filesystem ran with chroot:"
+             + "".join(f"\n  {why}" for why in podman.failed))  # fmt: skip
+        _serve_with_chroot(image, request.getfixturevalue("tansu"), tmp_path)
+
+
+def _serve_in_a_container(image: Image, podman: Podman, tmp_path: Path) -> None:
+    """The image's entry point and command (plus --upstream) in a container with the image's
+    ports published on free loopback ports, its cluster started only once it serves."""
+    assert podman.flags is not None
+    settings = _settings(image)
+    metrics_port = settings["metrics_listen"].rsplit(":", 1)[1]
+    listen_port = settings["listen"].rsplit(":", 1)[1]
+    port = free_port_block(2)
+    upstream = free_port(podman.host_address)
+    name = f"aclgate-test-{uuid.uuid4().hex[:8]}"
+    started = podman(
+        "run", "--detach", "--name", name, *podman.flags,
+        "--publish", f"127.0.0.1:{port}:{listen_port}",
+        "--publish", f"127.0.0.1:{port + 1}:{metrics_port}",
+        podman.image, *image.config["config"]["Cmd"],
+        "--upstream", f"{podman.host_address}:{upstream}", "--upstream-check-interval", "1",
+    )  # fmt: skip
+    assert started.returncode == 0, f"{podman.describe()} found working, yet: {started.stderr}"
+    health = f"http://127.0.0.1:{port + 1}"
+
+    def healthy() -> bool:
+        return podman("healthcheck", "run", name, timeout=30).returncode == 0
+
+    try:
+        wait_until(lambda: _status(f"{health}/healthz") == 200, timeout=60, what="/healthz")
+        # serving, but no cluster yet: not ready, and the image's health check says so
+        assert _status(f"{health}/readyz") == 503
+        assert not healthy()
+        pid = podman("inspect", "--format", "{{.State.Pid}}", name).stdout.strip()
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        uid = image.config["config"]["User"].split(":")[0]
+        assert status["Uid"].split() == [uid] * 4 and uid != "0"
+        assert status["NSpid"].split()[-1] == "1"  # the entry point is PID 1 of its namespace
+        with TansuBroker(host=podman.host_address, port=upstream,
+                         log_path=tmp_path / "tansu.log"):  # fmt: skip
+            wait_until(healthy, timeout=60, interval=0.5, what="the image's health check")
+            assert _status(f"{health}/readyz") == 200
+            assert _status(f"{health}/healthz") == 200
+            assert api_versions_probe("127.0.0.1", port, timeout=5)  # the client port
+            stopped = podman("stop", "--time", "30", name, timeout=60)
+            assert stopped.returncode == 0, stopped.stderr
+        code = podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
+        logs = podman("logs", name)
+        assert code == "0", logs.stdout + logs.stderr
+        assert f"listening on 0.0.0.0:{listen_port}" in logs.stderr + logs.stdout
+    finally:
+        podman("rm", "--force", name)
+
+
+def _serve_with_chroot(image: Image, tansu: Any, tmp_path: Path) -> None:
+    """The image's root filesystem with chroot, as its user, its entry point and command (plus
+    free ports and --upstream), and its health check command the same way."""
     config = image.config["config"]
     port = free_port_block(3)
     image_port = _settings(image)["metrics_listen"].rsplit(":", 1)[1]
@@ -153,6 +339,8 @@ def test_the_image_serves_and_its_health_check_follows_readyz(
     ) as proc:
         try:
             wait_until(healthy, timeout=30, what="the image's health check")
+            assert _status(f"http://127.0.0.1:{port + 1}/readyz") == 200
+            assert _status(f"http://127.0.0.1:{port + 1}/healthz") == 200
         finally:
             proc.terminate()
             assert proc.wait(timeout=30) == 0, (tmp_path / "serve.log").read_text()

@@ -1,7 +1,7 @@
 """The tools the deploy/ artefacts are checked with, installed when missing.
 
-systemd-analyze, promtool and debootstrap come from Debian's packages (systemd, prometheus,
-debootstrap: apt-get, as root or through sudo); helm is built from its Go module into
+systemd-analyze, promtool, debootstrap, podman and runc come from Debian's packages (systemd,
+prometheus, debootstrap, podman, runc: apt-get, as root or through sudo); helm is built from its Go module into
 .cache/deploy/bin (Go 1.26+, /usr/local/go/bin or PATH). Installs are serialised by a lock
 file, as the two test workers may ask at once. A tool that cannot be had fails the test under
 CI=true (never a skip), and skips it with the reason elsewhere.
@@ -25,7 +25,15 @@ CACHE = REPO / ".cache" / "deploy"
 HELM_VERSION = "v3.19.0"
 HELM = CACHE / "bin" / "helm"
 #: tool -> the Debian package that has it
-DEBIAN = {"systemd-analyze": "systemd", "promtool": "prometheus", "debootstrap": "debootstrap"}
+DEBIAN = {
+    "systemd-analyze": "systemd",
+    "promtool": "prometheus",
+    "debootstrap": "debootstrap",
+    # the OCI image's container runtime: podman, with runc where crun cannot start a container
+    # (docs/deploy.md, "OCI image")
+    "podman": "podman",
+    "runc": "runc",
+}
 
 
 class Unavailable(Exception):
@@ -129,7 +137,7 @@ def require(name: str) -> str:
 
 
 def main() -> int:
-    for name in ("systemd-analyze", "promtool", "debootstrap", "helm"):
+    for name in ("systemd-analyze", "promtool", "debootstrap", "podman", "runc", "helm"):
         print(f"{name}: {install(name)}")
     return 0
 
