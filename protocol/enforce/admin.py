@@ -31,20 +31,11 @@ from aclgate.protocol.enforce.topics import ZERO
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.shapes.requests import CreateTopicsRequest, DescribeClusterRequest
 from aclgate.protocol.versions import response_module
 
 if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
     from _typeshed import DataclassInstance
-
-    class NamedTopic(Protocol):
-        @property
-        def name(self) -> str: ...
-
-    class CreateTopicsRequest(DataclassInstance, Protocol):
-        """What the handler reads of a CreateTopics request, every version."""
-
-        @property
-        def topics(self) -> Sequence[NamedTopic]: ...
 
     class CreatedTopic(DataclassInstance, Protocol):
         @property
@@ -55,13 +46,6 @@ if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen d
     class CreateTopicsAnswer(DataclassInstance, Protocol):
         @property
         def topics(self) -> Sequence[CreatedTopic]: ...
-
-
-class DescribeClusterRequest(Protocol):
-    """What the handler reads of a DescribeCluster request, every version."""
-
-    @property
-    def include_cluster_authorized_operations(self) -> bool: ...
 
 
 #: a DeleteTopics entry as (name, id): v1-5 name topics only, v6 either

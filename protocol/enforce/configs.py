@@ -44,44 +44,38 @@ from aclgate.protocol.enforce.slices import decide_targets
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession, Slot, WithState
+from aclgate.protocol.shapes.requests import (
+    AlterConfigsRequest,
+    AlterConfigsRequestResources,
+    DescribeConfigsRequest,
+    DescribeConfigsRequestResources,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsRequestResources,
+)
 from aclgate.protocol.versions import response_module
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-
-class ConfigResource(Protocol):
-    """A config resource as every version of the three APIs names it."""
-
-    @property
-    def resource_type(self) -> int: ...
-    @property
-    def resource_name(self) -> str: ...
-
-
-class ConfigValue(Protocol):
-    """A config of an AlterConfigs / IncrementalAlterConfigs resource."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> str | None: ...
-
-
-class AlteredResource(ConfigResource, Protocol):
-    @property
-    def configs(self) -> Sequence[ConfigValue]: ...
+#: a config resource of a request of the three APIs (the fields read are in every version)
+ConfigResource = (
+    DescribeConfigsRequestResources
+    | AlterConfigsRequestResources
+    | IncrementalAlterConfigsRequestResources
+)
+#: a resource of an AlterConfigs / IncrementalAlterConfigs request, with its configs
+AlteredResource = AlterConfigsRequestResources | IncrementalAlterConfigsRequestResources
+#: the two alter requests
+AlterRequest = AlterConfigsRequest | IncrementalAlterConfigsRequest
 
 
 if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen dataclasses
+    from _typeshed import DataclassInstance
 
-    class DescribeConfigsRequest(DataclassInstance, Protocol):
-        @property
-        def resources(self) -> Sequence[ConfigResource]: ...
+    class ConfigResult(DataclassInstance, Protocol):
+        """A resource of an answer of the three APIs."""
 
-    class AlterConfigsRequest(DataclassInstance, Protocol):
         @property
-        def resources(self) -> Sequence[AlteredResource]: ...
+        def resource_type(self) -> int: ...
+        @property
+        def resource_name(self) -> str: ...
 
     class ConfigSynonym(DataclassInstance, Protocol):
         @property
@@ -93,7 +87,7 @@ if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen d
         @property
         def synonyms(self) -> Sequence[ConfigSynonym] | None: ...
 
-    class DescribedResource(ConfigResource, DataclassInstance, Protocol):
+    class DescribedResource(ConfigResult, Protocol):
         @property
         def configs(self) -> Sequence[DescribedConfig] | None: ...
 
@@ -103,7 +97,7 @@ if TYPE_CHECKING:  # the shapes that dataclasses.replace changes: kio's frozen d
 
     class AlterConfigsAnswer(DataclassInstance, Protocol):
         @property
-        def responses(self) -> Sequence[ConfigResource]: ...
+        def responses(self) -> Sequence[ConfigResult]: ...
 
 
 #: the alter answers decided locally: each request resource's (type, name) in order, and the
@@ -304,8 +298,7 @@ def _rendered(
         key = (resource.resource_type, code)
         found = templates.get(key)
         if found is None:
-            body: KioBody = resource  # a kio entity
-            mark = dataclasses.replace(body, resource_name=NAME_MARK)
+            mark = dataclasses.replace(resource, resource_name=NAME_MARK)
             marked = _describe_error(mod, mark, code)
             found = templates[key] = (marked, NamedEntry(marked))
         items.append(found[1].render(resource.resource_name))
@@ -373,7 +366,7 @@ class AlterConfigsHandler(ApiHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: AlterConfigsRequest,
+        request: AlterRequest,
     ) -> None:
         mod = response_module(header.api_key, header.api_version)
         resources = tuple(request.resources)

@@ -53,11 +53,13 @@ from aclgate.protocol.shapes.requests import (
     BatchedFindCoordinator,
     BatchedOffsetFetch,
     BatchedOffsetFetchGroups,
+    BatchedOffsetFetchGroupsTopics,
     ConsumerGroupDescribeRequest,
     DescribeGroupsRequest,
     ShareGroupDescribeRequest,
     SingleFindCoordinator,
     SingleOffsetFetch,
+    SingleOffsetFetchTopics,
     StreamsGroupDescribeRequest,
 )
 from aclgate.protocol.versions import request_class, response_module
@@ -74,20 +76,8 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed
 INVALID_REGEX = ErrorCode.invalid_regular_expression
 
 
-class PartitionIndexes(Protocol):
-    """An OffsetFetch topic of any version (v10 names it by id, the others by name)."""
-
-    @property
-    def partition_indexes(self) -> Sequence[int]: ...
-
-
-class OffsetFetchTopic(PartitionIndexes, Protocol):
-    """An OffsetFetch topic of v1-9: by name."""
-
-    @property
-    def name(self) -> str: ...
-
-
+#: an OffsetFetch request topic of any version (v10 names it by id, the others by name)
+OffsetFetchTopic = SingleOffsetFetchTopics | BatchedOffsetFetchGroupsTopics
 #: a group of an OffsetFetch request of v8+ (topics by name, or by id in v10)
 OffsetFetchGroup = BatchedOffsetFetchGroups
 
@@ -235,12 +225,13 @@ class OffsetFetchHandler(ApiHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,  # v1-7 name one group, v8+ a groups array: typed per branch
+        request: SingleOffsetFetch | BatchedOffsetFetch,  # v1-7 one group, v8+ a groups array
     ) -> None:
+        # the version tells the shape (mypy cannot narrow on it)
         if header.api_version >= 8:
-            self._batched(session, ctx, header, frame, request)
+            self._batched(session, ctx, header, frame, request)  # type: ignore[arg-type]
         else:
-            self._single(session, ctx, header, frame, request)
+            self._single(session, ctx, header, frame, request)  # type: ignore[arg-type]
 
     # v1-7: one group, top-level topics
     def _single(
@@ -372,7 +363,7 @@ class OffsetFetchHandler(ApiHandler):
 
     @staticmethod
     def _topic_errors(
-        mod: ModuleType, topics: Sequence[PartitionIndexes], code: ErrorCode
+        mod: ModuleType, topics: Sequence[OffsetFetchTopic], code: ErrorCode
     ) -> tuple[KioBody, ...]:
         cls = (
             mod.OffsetFetchResponseTopics
@@ -551,10 +542,10 @@ def _groups_described(
     ctx: AuthContext,
     header: RequestHeader,
     frame: Frame,
-    request: KioBody,
+    request: GroupDescribeRequest,
     rewrite: GroupsRewrite,
     wants_ops: bool | None,
-    parts: tuple[list[KioBody], list[KioBody], list[KioBody]],
+    parts: tuple[list[str], list[str], list[str]],  # group ids: allowed, denied, unknown
 ) -> None:
     allowed, denied, _ = parts
     if wants_ops is False and not denied:
@@ -575,10 +566,10 @@ def _groups_rendered(
     ctx: AuthContext,
     header: RequestHeader,
     frame: Frame,
-    request: KioBody,
+    request: GroupDescribeRequest,
     rewrite: GroupsRewrite,
-    allowed: list[KioBody],
-    denied: list[KioBody],
+    allowed: list[str],
+    denied: list[str],
     rendered: tuple[KioBody, bytes] | None,
 ) -> None:
     if not allowed:

@@ -19,8 +19,9 @@ import dataclasses
 import re
 import uuid
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from kio.schema.errors import ErrorCode
 
@@ -47,6 +48,12 @@ from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import forward
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.shapes.requests import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroups,
+    DescribeShareGroupOffsetsRequestGroupsTopics,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareFetchRequestForgottenTopicsData,
     ShareGroupHeartbeatRequest,
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatRequestTopology,
@@ -280,12 +287,13 @@ class DescribeShareGroupOffsetsHandler(PerEntry):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,
+        request: DescribeShareGroupOffsetsRequest,
     ) -> None:
+        allowed: list[DescribeShareGroupOffsetsRequestGroups]
         allowed, denied, _ = self.split(ctx, header, request.groups)
         errors = tuple(self.error_entry(header, g) for g in denied)
         mod = response_module(header.api_key, header.api_version)
-        kept: list[KioBody] = []
+        kept: list[DescribeShareGroupOffsetsRequestGroups] = []
         hidden: dict[str, tuple[KioBody, ...] | None] = {}
         for g in allowed:
             if g.topics is None:
@@ -305,11 +313,13 @@ class DescribeShareGroupOffsetsHandler(PerEntry):
         forward(session, header, out, WithState(_offsets_answer, (errors, hidden, order)))
 
 
-def _entry_group_id(group: KioBody) -> str:
+def _entry_group_id(group: DescribeShareGroupOffsetsRequestGroups) -> str:
     return str(group.group_id)
 
 
-def _denied_offsets_topic(mod: KioBody, topic: KioBody) -> KioBody:
+def _denied_offsets_topic(
+    mod: ModuleType, topic: DescribeShareGroupOffsetsRequestGroupsTopics
+) -> KioBody:
     partitions = tuple(
         build(
             mod.DescribeShareGroupOffsetsResponsePartition,
@@ -370,22 +380,29 @@ def _offsets_answer(
 # -------------------------------------------------------------------- share sessions
 
 
+#: a topic id of a share request (kio reads the zero id as None, which names no topic)
+TopicKey = uuid.UUID | None
+#: a share session's (group_id, member_id), as the request names them (null ones are
+#: looked up, never kept)
+SessionKey = tuple[str | None, str | None]
+
+
 @dataclass
 class Held:
     """One share session (group, member) as the client sees it, and what the proxy kept out
     of the broker's copy because the principal may not READ it."""
 
-    topics: dict[uuid.UUID, set[int]] = field(default_factory=dict)
-    out: set[uuid.UUID] = field(default_factory=set)
+    topics: dict[TopicKey, set[int]] = field(default_factory=dict)
+    out: set[TopicKey] = field(default_factory=set)
 
 
 #: per client connection: (group_id, member_id) -> its share session
-_SESSIONS: weakref.WeakKeyDictionary[ProxySession, dict[tuple[str, str], Held]] = (
+_SESSIONS: weakref.WeakKeyDictionary[ProxySession, dict[SessionKey, Held]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def share_sessions(session: ProxySession) -> dict[tuple[str, str], Held]:
+def share_sessions(session: ProxySession) -> dict[SessionKey, Held]:
     held = _SESSIONS.get(session)
     if held is None:
         held = _SESSIONS[session] = {}
@@ -394,12 +411,16 @@ def share_sessions(session: ProxySession) -> dict[tuple[str, str], Held]:
     return held
 
 
-def _session_missing(header: RequestHeader, request: KioBody) -> KioBody:
+#: the requests of a share session: ShareFetch and ShareAcknowledge
+ShareRequest = ShareFetchRequest | ShareAcknowledgeRequest
+
+
+def _session_missing(header: RequestHeader, request: ShareRequest) -> KioBody:
     return error_body(header, request, ErrorCode.share_session_not_found, responses=())
 
 
 class _ShareSessionHandler(ApiHandler):
-    def topic_ids(self, session: ProxySession, request: KioBody) -> list[uuid.UUID | None]:
+    def topic_ids(self, session: ProxySession, request: ShareRequest) -> list[uuid.UUID | None]:
         """The request's topic ids and those of the share session it continues: all of
         them are authorized on every request (`share_handle`)."""
         ids: list[uuid.UUID | None] = [t.topic_id for t in request.topics or ()]
@@ -425,9 +446,9 @@ class ShareFetchHandler(_ShareSessionHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,
+        request: ShareFetchRequest,
     ) -> None:
-        share_handle(session, ctx, header, frame, request, fetch=True)
+        share_handle(session, ctx, header, frame, request, request.forgotten_topics_data)
 
 
 class ShareAcknowledgeHandler(_ShareSessionHandler):
@@ -443,9 +464,9 @@ class ShareAcknowledgeHandler(_ShareSessionHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,
+        request: ShareAcknowledgeRequest,
     ) -> None:
-        share_handle(session, ctx, header, frame, request, fetch=False)
+        share_handle(session, ctx, header, frame, request, None)
 
 
 def share_handle(
@@ -453,10 +474,12 @@ def share_handle(
     ctx: AuthContext,
     header: RequestHeader,
     frame: Frame,
-    request: KioBody,
-    fetch: bool,
+    request: ShareRequest,
+    forgotten_topics: Sequence[ShareFetchRequestForgottenTopicsData] | None,
 ) -> None:
-    """ShareFetch (`fetch`) and ShareAcknowledge: the group, the session, then the topics."""
+    """ShareFetch (its `forgotten_topics`) and ShareAcknowledge (None): the group, the
+    session, then the topics."""
+    fetch = forgotten_topics is not None
     group_id, member_id = request.group_id, request.member_id
     if group_id is None:
         forward(session, header, frame)  # Kafka: INVALID_REQUEST, before any check
@@ -482,14 +505,14 @@ def share_handle(
     names = ctx.topic_names_of(ids)
     verdict = {i: (n is not None and ctx.check(header, READ, TOPIC, n)) for i, n in names.items()}
     # the client's view of the session after this request
-    new_view: dict[uuid.UUID, set[int]] = {k: set(v) for k, v in view.items()}
+    new_view: dict[TopicKey, set[int]] = {k: set(v) for k, v in view.items()}
     if fetch:
         for t in request.topics:
             if names[t.topic_id] is not None:
                 new_view.setdefault(t.topic_id, set()).update(
                     p.partition_index for p in t.partitions
                 )
-        for f in request.forgotten_topics_data:
+        for f in forgotten_topics or ():
             parts = new_view.get(f.topic_id)
             if parts is not None:
                 parts.difference_update(f.partitions)
@@ -529,7 +552,7 @@ def share_handle(
             for i in readd
         ]
         forgot = _item(mod, "forgotten_topics_data")
-        forgotten = list(request.forgotten_topics_data)
+        forgotten = list(forgotten_topics or ())
         forgotten += [forgot(topic_id=i, partitions=tuple(sorted(view[i]))) for i in drop]
         changes = {"topics": tuple(topics), "forgotten_topics_data": tuple(forgotten)}
     out = reencode_request(frame, header, dataclasses.replace(request, **changes))
@@ -544,18 +567,18 @@ def _item(cls: type, array: str) -> type:
 
 def _share_errors(
     header: RequestHeader,
-    request: KioBody,
-    names: dict[uuid.UUID, str | None],
-    verdict: dict[uuid.UUID, bool],
-    view: dict[uuid.UUID, set[int]],
-    denied: set[uuid.UUID],
+    request: ShareRequest,
+    names: dict[TopicKey, str | None],
+    verdict: dict[TopicKey, bool],
+    view: dict[TopicKey, set[int]],
+    denied: set[TopicKey],
 ) -> tuple[KioBody, ...]:
     """The answer's entries for denied (29) and unknown (100) partitions: those the request
     names, and (ShareFetch) every denied partition still in the session."""
     topic_cls = _item(response_class(header.api_key, header.api_version), "responses")
     part_cls = _item(topic_cls, "partitions")
     fetch = header.api_key == 78
-    parts: dict[uuid.UUID, dict[int, tuple[ErrorCode, bool]]] = {}
+    parts: dict[TopicKey, dict[int, tuple[ErrorCode, bool]]] = {}
     for t in request.topics:
         if verdict[t.topic_id]:
             continue
@@ -566,8 +589,8 @@ def _share_errors(
                 bool(p.acknowledgement_batches),
             )
     for i in denied:
-        for p in view[i]:
-            parts.setdefault(i, {}).setdefault(p, (TOPIC_DENIED, False))
+        for partition in view[i]:
+            parts.setdefault(i, {}).setdefault(partition, (TOPIC_DENIED, False))
     out = []
     for topic_id, by_partition in parts.items():
         entries = []

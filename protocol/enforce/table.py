@@ -13,7 +13,7 @@ import sys
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypedDict, Unpack
+from typing import TypedDict, Unpack
 
 from aclgate.authz.model import AclOperation, ResourceType
 from aclgate.protocol.apikeys import ApiKey
@@ -75,26 +75,46 @@ from aclgate.protocol.enforce.sharegroups import (
 from aclgate.protocol.enforce.txn import AddPartitionsToTxnHandler, InitProducerIdHandler
 from aclgate.protocol.enforce.txnadmin import DescribeTransactionsHandler
 from aclgate.protocol.routing import BLOCKED, allowed_versions
+from aclgate.protocol.shapes.requests import (
+    AddOffsetsToTxnRequest,
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+    EndTxnRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    SyncGroupRequest,
+    TxnOffsetCommitRequest,
+)
 from aclgate.protocol.versions import API_NAMES
 
 Op, Res = AclOperation, ResourceType
 
 
-class _GroupRequest(Protocol):
-    @property
-    def group_id(self) -> str: ...
+#: the requests of the rows below whose `group` check names the request's `group_id`
+GroupRequest = (
+    OffsetCommitRequest
+    | JoinGroupRequest
+    | HeartbeatRequest
+    | LeaveGroupRequest
+    | SyncGroupRequest
+    | AddOffsetsToTxnRequest
+    | TxnOffsetCommitRequest
+    | OffsetDeleteRequest
+    | AlterShareGroupOffsetsRequest
+    | DeleteShareGroupOffsetsRequest
+)
+#: the requests of the rows below whose `txn` check names the request's `transactional_id`
+TxnRequest = AddOffsetsToTxnRequest | EndTxnRequest | TxnOffsetCommitRequest
 
 
-class _TxnRequest(Protocol):
-    @property
-    def transactional_id(self) -> str | None: ...
-
-
-def _group(r: _GroupRequest) -> str:
+def _group(r: GroupRequest) -> str:
     return r.group_id
 
 
-def _txn(r: _TxnRequest) -> str | None:
+def _txn(r: TxnRequest) -> str:
     return r.transactional_id
 
 

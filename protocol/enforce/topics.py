@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 ZERO = uuid.UUID(int=0)
+#: a topic id as a request names it: kio reads the zero id as None (which names no topic),
+#: a request read in place keeps the UUID
+TopicId = TypeVar("TopicId", uuid.UUID, uuid.UUID | None)
 
 
 class NeedTopicIds(Exception):
@@ -55,14 +59,14 @@ class TopicIdCache:
 def resolve(
     cache: TopicIdCache,
     looked_up: frozenset[uuid.UUID],
-    ids: Iterable[uuid.UUID],
+    ids: Iterable[TopicId],
     found: Mapping[uuid.UUID, str] | None = None,
-) -> dict[uuid.UUID, str | None]:
+) -> dict[TopicId, str | None]:
     """Names for `ids` (None: unknown to the cluster), from what the lookup made for this
     request found, then the cache. Every id of a request is looked up before its handler
     runs (`unknown_ids`, ApiHandler.dispatch): a miss not looked up is a bug of ours, raised
     as NeedTopicIds (the connection is closed, nothing forwarded)."""
-    out: dict[uuid.UUID, str | None] = {}
+    out: dict[TopicId, str | None] = {}
     missing = set()
     for topic_id in ids:
         if topic_id is None:  # kio reads the zero id as None: it names no topic

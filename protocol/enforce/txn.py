@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -24,6 +23,12 @@ from aclgate.protocol.enforce.metadata import INTERNAL_TOPICS
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.session import ProxySession
+from aclgate.protocol.shapes.requests import (
+    BrokerAddPartitionsToTxn,
+    InitProducerIdRequest,
+    ProducerAddPartitionsToTxn,
+    ProducerAddPartitionsToTxnV3AndBelowTopics,
+)
 from aclgate.protocol.versions import response_module
 
 WRITE, IDEMPOTENT_WRITE, CLUSTER_ACTION = (
@@ -32,32 +37,6 @@ WRITE, IDEMPOTENT_WRITE, CLUSTER_ACTION = (
     AclOperation.CLUSTER_ACTION,
 )
 TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
-
-
-class InitProducerIdRequest(Protocol):
-    """What the handler reads of an InitProducerId request, every version."""
-
-    @property
-    def transactional_id(self) -> str | None: ...
-
-
-class TxnTopic(Protocol):
-    """A topic of AddPartitionsToTxn v0-3 (and of its answer's mirror)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def partitions(self) -> Sequence[int]: ...
-
-
-class ProducerAddPartitionsToTxn(Protocol):
-    """What the handler reads of an AddPartitionsToTxn request from a producer (v0-3; v4+ are
-    batched broker requests of another shape)."""
-
-    @property
-    def v3_and_below_transactional_id(self) -> str: ...
-    @property
-    def v3_and_below_topics(self) -> Sequence[TxnTopic]: ...
 
 
 #: a partition's error code in a denied AddPartitionsToTxn: code_for(topic, partition)
@@ -120,14 +99,15 @@ class AddPartitionsToTxnHandler(ApiHandler):
         ctx: AuthContext,
         header: RequestHeader,
         frame: Frame,
-        request: KioBody,  # v0-3 and v4+ differ in shape: typed once the version is known
+        request: ProducerAddPartitionsToTxn | BrokerAddPartitionsToTxn,
     ) -> None:
         if header.api_version >= 4:
             forward_if_cluster(
                 session, ctx, header, frame, request, CLUSTER_ACTION, results_by_transaction=()
             )
             return
-        producer: ProducerAddPartitionsToTxn = request
+        # v0-3: the version tells the shape (mypy cannot narrow on it)
+        producer: ProducerAddPartitionsToTxn = request  # type: ignore[assignment]
         txn = producer.v3_and_below_transactional_id
         topics = producer.v3_and_below_topics
         if not ctx.check(header, WRITE, TXN, txn):
@@ -166,7 +146,7 @@ class AddPartitionsToTxnHandler(ApiHandler):
         session: ProxySession,
         header: RequestHeader,
         request: ProducerAddPartitionsToTxn,
-        topics: Sequence[TxnTopic],
+        topics: Sequence[ProducerAddPartitionsToTxnV3AndBelowTopics],
         code_for: CodeFor,
     ) -> None:
         answer(session, header, cls._body(header, request, topics, code_for))
@@ -175,7 +155,7 @@ class AddPartitionsToTxnHandler(ApiHandler):
     def _body(
         header: RequestHeader,
         request: ProducerAddPartitionsToTxn,
-        topics: Sequence[TxnTopic],
+        topics: Sequence[ProducerAddPartitionsToTxnV3AndBelowTopics],
         code_for: CodeFor,
     ) -> KioBody:
         """`code_for(topic, partition)` gives each partition's error; a topic's own error is

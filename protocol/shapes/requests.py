@@ -19,6 +19,85 @@ class KioEntity(Protocol):
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
 
+class AddOffsetsToTxnRequest(KioEntity, Protocol):
+    """v0-4."""
+
+    @property
+    def transactional_id(self) -> str: ...
+
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def producer_epoch(self) -> int: ...
+
+    @property
+    def group_id(self) -> str: ...
+
+
+class AlterConfigsRequest(KioEntity, Protocol):
+    """v0-2."""
+
+    @property
+    def resources(self) -> Sequence[AlterConfigsRequestResources]: ...
+
+    @property
+    def validate_only(self) -> bool: ...
+
+
+class AlterConfigsRequestResources(KioEntity, Protocol):
+    """v0-2."""
+
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
+
+    @property
+    def configs(self) -> Sequence[AlterConfigsRequestResourcesConfigs]: ...
+
+
+class AlterConfigsRequestResourcesConfigs(KioEntity, Protocol):
+    """v0-2."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> str | None: ...
+
+
+class AlterShareGroupOffsetsRequest(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def topics(self) -> Sequence[AlterShareGroupOffsetsRequestTopics]: ...
+
+
+class AlterShareGroupOffsetsRequestTopics(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def topic_name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[AlterShareGroupOffsetsRequestTopicsPartitions]: ...
+
+
+class AlterShareGroupOffsetsRequestTopicsPartitions(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+    @property
+    def start_offset(self) -> int: ...
+
+
 class BatchedFindCoordinator(KioEntity, Protocol):
     """v4-6."""
 
@@ -54,6 +133,42 @@ class BatchedOffsetFetchGroupsTopics(KioEntity, Protocol):
 
     @property
     def partition_indexes(self) -> Sequence[int]: ...
+
+
+class BrokerAddPartitionsToTxn(KioEntity, Protocol):
+    """v4-5."""
+
+    @property
+    def transactions(self) -> Sequence[BrokerAddPartitionsToTxnTransactions]: ...
+
+
+class BrokerAddPartitionsToTxnTransactions(KioEntity, Protocol):
+    """v4-5."""
+
+    @property
+    def transactional_id(self) -> str: ...
+
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def producer_epoch(self) -> int: ...
+
+    @property
+    def verify_only(self) -> bool: ...
+
+    @property
+    def topics(self) -> Sequence[BrokerAddPartitionsToTxnTransactionsTopics]: ...
+
+
+class BrokerAddPartitionsToTxnTransactionsTopics(KioEntity, Protocol):
+    """v4-5."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
 
 
 class ConsumerGroupDescribeRequest(KioEntity, Protocol):
@@ -139,6 +254,58 @@ class CreateAclsRequestCreations(KioEntity, Protocol):
     def permission_type(self) -> int: ...
 
 
+class CreateTopicsRequest(KioEntity, Protocol):
+    """v2-7."""
+
+    @property
+    def topics(self) -> Sequence[CreateTopicsRequestTopics]: ...
+
+    @property
+    def timeout(self) -> datetime.timedelta: ...
+
+    @property
+    def validate_only(self) -> bool: ...
+
+
+class CreateTopicsRequestTopics(KioEntity, Protocol):
+    """v2-7."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def num_partitions(self) -> int: ...
+
+    @property
+    def replication_factor(self) -> int: ...
+
+    @property
+    def assignments(self) -> Sequence[CreateTopicsRequestTopicsAssignments]: ...
+
+    @property
+    def configs(self) -> Sequence[CreateTopicsRequestTopicsConfigs]: ...
+
+
+class CreateTopicsRequestTopicsAssignments(KioEntity, Protocol):
+    """v2-7."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+    @property
+    def broker_ids(self) -> Sequence[int]: ...
+
+
+class CreateTopicsRequestTopicsConfigs(KioEntity, Protocol):
+    """v2-7."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> str | None: ...
+
+
 class DeleteAclsRequest(KioEntity, Protocol):
     """v1-3."""
 
@@ -171,6 +338,23 @@ class DeleteAclsRequestFilters(KioEntity, Protocol):
     def permission_type(self) -> int: ...
 
 
+class DeleteShareGroupOffsetsRequest(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def topics(self) -> Sequence[DeleteShareGroupOffsetsRequestTopics]: ...
+
+
+class DeleteShareGroupOffsetsRequestTopics(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def topic_name(self) -> str: ...
+
+
 class DescribeAclsRequest(KioEntity, Protocol):
     """v1-3."""
 
@@ -196,11 +380,85 @@ class DescribeAclsRequest(KioEntity, Protocol):
     def permission_type(self) -> int: ...
 
 
+class DescribeClusterRequest(KioEntity, Protocol):
+    """v0-2; read by name after a version test: endpoint_type (v1-2), include_fenced_brokers
+    (v2)."""
+
+    @property
+    def include_cluster_authorized_operations(self) -> bool: ...
+
+
+class DescribeConfigsRequest(KioEntity, Protocol):
+    """v1-4; read by name after a version test: include_documentation (v3-4)."""
+
+    @property
+    def resources(self) -> Sequence[DescribeConfigsRequestResources]: ...
+
+    @property
+    def include_synonyms(self) -> bool: ...
+
+
+class DescribeConfigsRequestResources(KioEntity, Protocol):
+    """v1-4."""
+
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
+
+    @property
+    def configuration_keys(self) -> Sequence[str] | None: ...
+
+
 class DescribeGroupsRequest(KioEntity, Protocol):
     """v0-6; read by name after a version test: include_authorized_operations (v3-6)."""
 
     @property
     def groups(self) -> Sequence[str]: ...
+
+
+class DescribeShareGroupOffsetsRequest(KioEntity, Protocol):
+    """v0-1."""
+
+    @property
+    def groups(self) -> Sequence[DescribeShareGroupOffsetsRequestGroups]: ...
+
+
+class DescribeShareGroupOffsetsRequestGroups(KioEntity, Protocol):
+    """v0-1."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def topics(self) -> Sequence[DescribeShareGroupOffsetsRequestGroupsTopics] | None: ...
+
+
+class DescribeShareGroupOffsetsRequestGroupsTopics(KioEntity, Protocol):
+    """v0-1."""
+
+    @property
+    def topic_name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
+
+
+class EndTxnRequest(KioEntity, Protocol):
+    """v0-5."""
+
+    @property
+    def transactional_id(self) -> str: ...
+
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def producer_epoch(self) -> int: ...
+
+    @property
+    def committed(self) -> bool: ...
 
 
 class FetchRequest(KioEntity, Protocol):
@@ -263,6 +521,113 @@ class FetchRequestTopicsPartitions(KioEntity, Protocol):
     def partition_max_bytes(self) -> int: ...
 
 
+class HeartbeatRequest(KioEntity, Protocol):
+    """v0-4; read by name after a version test: group_instance_id (v3-4)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def generation_id(self) -> int: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+
+class IncrementalAlterConfigsRequest(KioEntity, Protocol):
+    """v0-1."""
+
+    @property
+    def resources(self) -> Sequence[IncrementalAlterConfigsRequestResources]: ...
+
+    @property
+    def validate_only(self) -> bool: ...
+
+
+class IncrementalAlterConfigsRequestResources(KioEntity, Protocol):
+    """v0-1."""
+
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
+
+    @property
+    def configs(self) -> Sequence[IncrementalAlterConfigsRequestResourcesConfigs]: ...
+
+
+class IncrementalAlterConfigsRequestResourcesConfigs(KioEntity, Protocol):
+    """v0-1."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config_operation(self) -> int: ...
+
+    @property
+    def value(self) -> str | None: ...
+
+
+class InitProducerIdRequest(KioEntity, Protocol):
+    """v0-6; read by name after a version test: producer_id (v3-6), producer_epoch (v3-6),
+    enable2_pc (v6), keep_prepared_txn (v6)."""
+
+    @property
+    def transactional_id(self) -> str | None: ...
+
+    @property
+    def transaction_timeout(self) -> datetime.timedelta: ...
+
+
+class JoinGroupRequest(KioEntity, Protocol):
+    """v0-9; read by name after a version test: rebalance_timeout (v1-9), group_instance_id
+    (v5-9), reason (v8-9)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def session_timeout(self) -> datetime.timedelta: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def protocol_type(self) -> str: ...
+
+    @property
+    def protocols(self) -> Sequence[JoinGroupRequestProtocols]: ...
+
+
+class JoinGroupRequestProtocols(KioEntity, Protocol):
+    """v0-9."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def metadata(self) -> bytes: ...
+
+
+class LeaveGroupRequest(KioEntity, Protocol):
+    """v0-5; read by name after a version test: member_id (v0-2), members (v3-5)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+
+class LeaveGroupRequestMembers(KioEntity, Protocol):
+    """v3-5; read by name after a version test: reason (v5)."""
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def group_instance_id(self) -> str | None: ...
+
+
 class MetadataRequest(KioEntity, Protocol):
     """v0-13; read by name after a version test: allow_auto_topic_creation (v4-13),
     include_cluster_authorized_operations (v8-10), include_topic_authorized_operations
@@ -277,6 +642,70 @@ class MetadataRequestTopics(KioEntity, Protocol):
 
     @property
     def name(self) -> str | None: ...
+
+
+class OffsetCommitRequest(KioEntity, Protocol):
+    """v2-10; read by name after a version test: retention_time (v2-4), group_instance_id
+    (v7-10)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def generation_id_or_member_epoch(self) -> int: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def topics(self) -> Sequence[OffsetCommitRequestTopics]: ...
+
+
+class OffsetCommitRequestTopics(KioEntity, Protocol):
+    """v2-10; read by name after a version test: name (v2-9), topic_id (v10)."""
+
+    @property
+    def partitions(self) -> Sequence[OffsetCommitRequestTopicsPartitions]: ...
+
+
+class OffsetCommitRequestTopicsPartitions(KioEntity, Protocol):
+    """v2-10; read by name after a version test: committed_leader_epoch (v6-10)."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+    @property
+    def committed_offset(self) -> int: ...
+
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
+class OffsetDeleteRequest(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def topics(self) -> Sequence[OffsetDeleteRequestTopics]: ...
+
+
+class OffsetDeleteRequestTopics(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[OffsetDeleteRequestTopicsPartitions]: ...
+
+
+class OffsetDeleteRequestTopicsPartitions(KioEntity, Protocol):
+    """v0."""
+
+    @property
+    def partition_index(self) -> int: ...
 
 
 class ProduceRequest(KioEntity, Protocol):
@@ -310,6 +739,32 @@ class ProduceRequestTopicDataPartitionData(KioEntity, Protocol):
 
     @property
     def records(self) -> bytes | None: ...
+
+
+class ProducerAddPartitionsToTxn(KioEntity, Protocol):
+    """v0-3."""
+
+    @property
+    def v3_and_below_transactional_id(self) -> str: ...
+
+    @property
+    def v3_and_below_producer_id(self) -> int: ...
+
+    @property
+    def v3_and_below_producer_epoch(self) -> int: ...
+
+    @property
+    def v3_and_below_topics(self) -> Sequence[ProducerAddPartitionsToTxnV3AndBelowTopics]: ...
+
+
+class ProducerAddPartitionsToTxnV3AndBelowTopics(KioEntity, Protocol):
+    """v0-3."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
 
 
 class SessionFetchRequest(KioEntity, Protocol):
@@ -380,6 +835,132 @@ class SessionFetchRequestTopicsPartitions(KioEntity, Protocol):
 
     @property
     def partition_max_bytes(self) -> int: ...
+
+
+class ShareAcknowledgeRequest(KioEntity, Protocol):
+    """v1-2; read by name after a version test: is_renew_ack (v2)."""
+
+    @property
+    def group_id(self) -> str | None: ...
+
+    @property
+    def member_id(self) -> str | None: ...
+
+    @property
+    def share_session_epoch(self) -> int: ...
+
+    @property
+    def topics(self) -> Sequence[ShareAcknowledgeRequestTopics]: ...
+
+
+class ShareAcknowledgeRequestTopics(KioEntity, Protocol):
+    """v1-2."""
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def partitions(self) -> Sequence[ShareAcknowledgeRequestTopicsPartitions]: ...
+
+
+class ShareAcknowledgeRequestTopicsPartitions(KioEntity, Protocol):
+    """v1-2."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+    @property
+    def acknowledgement_batches(self) -> Sequence[ShareAcknowledgeRequestTopicsPartitionsAcknowledgementBatches]: ...
+
+
+class ShareAcknowledgeRequestTopicsPartitionsAcknowledgementBatches(KioEntity, Protocol):
+    """v1-2."""
+
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+    @property
+    def acknowledge_types(self) -> Sequence[int]: ...
+
+
+class ShareFetchRequest(KioEntity, Protocol):
+    """v1-2; read by name after a version test: share_acquire_mode (v2), is_renew_ack (v2)."""
+
+    @property
+    def group_id(self) -> str | None: ...
+
+    @property
+    def member_id(self) -> str | None: ...
+
+    @property
+    def share_session_epoch(self) -> int: ...
+
+    @property
+    def max_wait(self) -> datetime.timedelta: ...
+
+    @property
+    def min_bytes(self) -> int: ...
+
+    @property
+    def max_bytes(self) -> int: ...
+
+    @property
+    def max_records(self) -> int: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def topics(self) -> Sequence[ShareFetchRequestTopics]: ...
+
+    @property
+    def forgotten_topics_data(self) -> Sequence[ShareFetchRequestForgottenTopicsData]: ...
+
+
+class ShareFetchRequestForgottenTopicsData(KioEntity, Protocol):
+    """v1-2."""
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def partitions(self) -> Sequence[int]: ...
+
+
+class ShareFetchRequestTopics(KioEntity, Protocol):
+    """v1-2."""
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def partitions(self) -> Sequence[ShareFetchRequestTopicsPartitions]: ...
+
+
+class ShareFetchRequestTopicsPartitions(KioEntity, Protocol):
+    """v1-2."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+    @property
+    def acknowledgement_batches(self) -> Sequence[ShareFetchRequestTopicsPartitionsAcknowledgementBatches]: ...
+
+
+class ShareFetchRequestTopicsPartitionsAcknowledgementBatches(KioEntity, Protocol):
+    """v1-2."""
+
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+    @property
+    def acknowledge_types(self) -> Sequence[int]: ...
 
 
 class ShareGroupDescribeRequest(KioEntity, Protocol):
@@ -677,3 +1258,73 @@ class StreamsGroupHeartbeatRequestWarmupTasks(KioEntity, Protocol):
 
     @property
     def partitions(self) -> Sequence[int]: ...
+
+
+class SyncGroupRequest(KioEntity, Protocol):
+    """v0-5; read by name after a version test: group_instance_id (v3-5), protocol_type (v5),
+    protocol_name (v5)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def generation_id(self) -> int: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def assignments(self) -> Sequence[SyncGroupRequestAssignments]: ...
+
+
+class SyncGroupRequestAssignments(KioEntity, Protocol):
+    """v0-5."""
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def assignment(self) -> bytes: ...
+
+
+class TxnOffsetCommitRequest(KioEntity, Protocol):
+    """v0-5; read by name after a version test: generation_id (v3-5), member_id (v3-5),
+    group_instance_id (v3-5)."""
+
+    @property
+    def transactional_id(self) -> str: ...
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def producer_epoch(self) -> int: ...
+
+    @property
+    def topics(self) -> Sequence[TxnOffsetCommitRequestTopics]: ...
+
+
+class TxnOffsetCommitRequestTopics(KioEntity, Protocol):
+    """v0-5."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[TxnOffsetCommitRequestTopicsPartitions]: ...
+
+
+class TxnOffsetCommitRequestTopicsPartitions(KioEntity, Protocol):
+    """v0-5; read by name after a version test: committed_leader_epoch (v2-5)."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+    @property
+    def committed_offset(self) -> int: ...
+
+    @property
+    def committed_metadata(self) -> str | None: ...
