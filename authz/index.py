@@ -114,6 +114,13 @@ def is_group_principal(principal: str) -> bool:
     return principal_type(principal) not in ("User", "")
 
 
+def held_by(principals: frozenset[str], principal: str, groups: frozenset[str]) -> bool:
+    """`principal`, or one of the session's group principals (`groups`), is in `principals`:
+    a super user (Authorizer.is_super_user, the protected topics' guard), a dry-run principal
+    (DryRunScope.covers_principal)."""
+    return principal in principals or (bool(groups) and not principals.isdisjoint(groups))
+
+
 def _kafka_order(b: AclBinding) -> tuple[int, str, str]:
     return (b.operation, java_key(b.principal), java_key(b.host))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -89,7 +90,6 @@ def _call(authorize: Any, query: tuple, groups: frozenset[str] | None = None) ->
 
 
 def _run(pythonpath: str | None, with_groups: bool) -> dict[str, float]:
-    env = {"PYTHONPATH": pythonpath} if pythonpath else {}
     code = (
         "import json, sys; from bench.groups import _measure; "
         f"print(json.dumps(_measure({with_groups})))"
@@ -100,15 +100,9 @@ def _run(pythonpath: str | None, with_groups: bool) -> dict[str, float]:
         text=True,
         check=True,
         cwd=Path(__file__).parent.parent,
-        env={**_base_env(), **env},
+        env={**os.environ, "PYTHONPATH": pythonpath} if pythonpath else None,
     )
     return json.loads(done.stdout)
-
-
-def _base_env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 def main(argv: list[str] | None = None) -> int:

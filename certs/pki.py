@@ -350,6 +350,38 @@ def _issue(
     return cert_path, key_path
 
 
+#: `aclgate certs client --san TYPE:VALUE`: the types (OpenSSL's subjectAltName names), the
+#: ones --ssl-group-from reads groups from (SAN:URI, SAN:DNS, SAN:EMAIL) and IP
+SAN_TYPES = ("DNS", "IP", "URI", "EMAIL")
+
+
+def parse_san(text: str) -> x509.GeneralName:
+    """A subjectAltName entry from `TYPE:VALUE`: `DNS:kafka.example`, `IP:10.0.0.1`,
+    `URI:spiffe://example.org/ns/payments/sa/app`, `EMAIL:alice@example.org` (the type in any
+    case). PkiError saying what is wrong."""
+    kind, sep, value = text.partition(":")
+    kind = kind.strip().upper()
+    if not sep or kind not in SAN_TYPES or not value:
+        raise PkiError(
+            f"bad --san {text!r}: use TYPE:VALUE with TYPE one of {', '.join(SAN_TYPES)}, "
+            "e.g. URI:spiffe://example.org/sa/app or EMAIL:alice@example.org"
+        )
+    try:
+        if kind == "IP":
+            return x509.IPAddress(ipaddress.ip_address(value))
+        if kind == "DNS":
+            return x509.DNSName(value)
+        if kind == "URI":
+            if ":" not in value:
+                raise ValueError("a URI has a scheme (spiffe://..., https://...)")
+            return x509.UniformResourceIdentifier(value)
+        if "@" not in value:
+            raise ValueError("an e-mail address has an @")
+        return x509.RFC822Name(value)
+    except ValueError as exc:
+        raise PkiError(f"bad --san {text!r}: {exc}") from None
+
+
 def issue_server(
     out: str | os.PathLike[str],
     *,

@@ -188,6 +188,7 @@ def removal_plan(usage: DataFrame, base: DataFrame, acls: AclSnapshot, policy: P
         [{name: r[name] for name in ACL_FIELDS} for r in rows],
         policy.super_users,
         policy.allow_everyone_if_no_acl_found,
+        policy.cidr_hosts,
     )
     by_acl = {tuple(r[name] for name in ACL_FIELDS): r for r in rows}
     removed = {tuple(entry[name] for name in ACL_FIELDS) for entry in chosen}

@@ -22,7 +22,9 @@ class AclSnapshot:
     entries: tuple[dict[str, Any], ...]  # AclBinding.to_dict() of each binding
 
 
-def load_acls(path: str) -> AclSnapshot:
+def load_acls(path: str, cidr_hosts: bool = False) -> AclSnapshot:
+    """The ACL file at `path`; with `cidr_hosts` (`--acl-host-cidr`) a host with `/` must be
+    a valid network, as the proxy started with it requires."""
     from aclgate.authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
 
     file = Path(path).expanduser()
@@ -31,7 +33,7 @@ def load_acls(path: str) -> AclSnapshot:
     except OSError as exc:
         raise AclLoadError(f"cannot read ACL file {path}: {exc.strerror or exc}") from exc
     try:
-        bindings = parse_acl_file(data, source=str(file))
+        bindings = parse_acl_file(data, source=str(file), cidr_hosts=cidr_hosts)
     except AclFileError as exc:
         raise AclLoadError(str(exc)) from exc
     return AclSnapshot(

@@ -249,6 +249,7 @@ def removals(
     candidates: list[dict],
     super_users: tuple[str, ...] = (),
     allow_everyone_if_no_acl_found: bool = False,
+    cidr_hosts: bool = False,
 ) -> list[dict]:
     """The candidates (in order) that can be removed together without changing the verdict of
     any observed key: each is taken out only if every key on a resource it affects is still
@@ -266,7 +267,9 @@ def removals(
     )
 
     authorizer = Authorizer(
-        super_users=super_users, allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found
+        super_users=super_users,
+        allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
+        cidr_hosts=cidr_hosts,
     )
     authorizer.load([AclBinding.from_dict(a) for a in acls])
 

@@ -30,11 +30,15 @@ class Policy:
     acl_text: str
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False
+    #: KIP-1276, opt-in (`--acl-host-cidr`, as `aclgate serve`'s): an ACL host with `/` is a
+    #: network that matches the client addresses in it (docs/authz.md, "CIDR hosts")
+    cidr_hosts: bool = False
 
     @property
     def fingerprint(self) -> str:
         digest = hashlib.sha256(self.acl_text.encode())
-        digest.update(repr((self.super_users, self.allow_everyone_if_no_acl_found)).encode())
+        settings = (self.super_users, self.allow_everyone_if_no_acl_found, self.cidr_hosts)
+        digest.update(repr(settings).encode())
         return digest.hexdigest()
 
 
@@ -51,8 +55,11 @@ def authorizer_for(policy: Policy) -> Any:
         found = Authorizer(
             super_users=policy.super_users,
             allow_everyone_if_no_acl_found=policy.allow_everyone_if_no_acl_found,
+            cidr_hosts=policy.cidr_hosts,
         )
-        found.load(parse_acl_file(policy.acl_text, source="broadcast ACL snapshot"))
+        found.load(
+            parse_acl_file(policy.acl_text, "broadcast ACL snapshot", cidr_hosts=policy.cidr_hosts)
+        )
         _AUTHORIZERS.clear()
         _AUTHORIZERS[policy.fingerprint] = found
     return found
@@ -110,6 +117,9 @@ def evaluate_keys(spark: SparkSession, keys: DataFrame, policy: Policy) -> DataF
 
 
 def policy_from(
-    acls: AclSnapshot, super_users: Sequence[str] = (), allow_everyone: bool = False
+    acls: AclSnapshot,
+    super_users: Sequence[str] = (),
+    allow_everyone: bool = False,
+    cidr_hosts: bool = False,
 ) -> Policy:
-    return Policy(acls.text, tuple(super_users), allow_everyone)
+    return Policy(acls.text, tuple(super_users), allow_everyone, cidr_hosts)

@@ -53,6 +53,7 @@ class ReportOptions:
     candidate_acl_file: str | None = None
     super_users: list[str] = field(default_factory=list)
     allow_everyone_if_no_acl_found: bool = False
+    acl_host_cidr: bool = False  # KIP-1276, opt-in: an ACL host with / is a network
     top: int = 10
     kafka: KafkaInput | None = None  # the audit topic, read from earliest to latest offsets
 
@@ -69,8 +70,10 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
     from pyspark import StorageLevel
 
     out = prepare_out_dir(opts.out)
-    acls = load_acls(opts.acl_file) if opts.acl_file else None  # fail before any Spark work
-    candidate = load_acls(opts.candidate_acl_file) if opts.candidate_acl_file else None
+    cidr = opts.acl_host_cidr
+    acls = load_acls(opts.acl_file, cidr) if opts.acl_file else None  # fail before Spark work
+    candidate = load_acls(opts.candidate_acl_file, cidr) if opts.candidate_acl_file else None
+    settings = (tuple(opts.super_users), opts.allow_everyone_if_no_acl_found, cidr)
     loaded = load_audit(
         spark,
         opts.audit,
@@ -109,7 +112,7 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
             progress.step(
                 f"matching decisions with the {len(acls.entries)} ACL(s) of {acls.source}"
             )
-            policy = Policy(acls.text, tuple(opts.super_users), opts.allow_everyone_if_no_acl_found)
+            policy = Policy(acls.text, *settings)
             usage = acl_usage_table(spark, base, acls, policy).cache()
             write_parquet(usage, out / "acl_usage")
             summary["acl_usage"] = {"acl_file": acls.source, **usage_summary(usage)}
@@ -120,9 +123,7 @@ def run_report(spark: SparkSession, opts: ReportOptions, progress: Progress) -> 
         summary["whatif"] = None
         if candidate is not None:
             progress.step(f"what-if under {candidate.source}")
-            policy = Policy(
-                candidate.text, tuple(opts.super_users), opts.allow_everyone_if_no_acl_found
-            )
+            policy = Policy(candidate.text, *settings)
             whatif = write_whatif(
                 compare(spark, events, policy),
                 out / "whatif",

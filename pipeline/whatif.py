@@ -174,4 +174,5 @@ def policy_header(candidate: Any, policy: Policy) -> dict[str, Any]:
         "candidate_acls": len(candidate.entries),
         "super_users": list(policy.super_users),
         "allow_everyone_if_no_acl_found": policy.allow_everyone_if_no_acl_found,
+        "acl_host_cidr": policy.cidr_hosts,
     }

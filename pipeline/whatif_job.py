@@ -28,6 +28,7 @@ class WhatifOptions:
     candidate_acl_file: str
     super_users: list[str] = field(default_factory=list)
     allow_everyone_if_no_acl_found: bool = False
+    acl_host_cidr: bool = False  # KIP-1276, opt-in: an ACL host with / is a network
     since: datetime | None = None
     until: datetime | None = None
     kafka: KafkaInput | None = None  # the audit topic, read from earliest to latest offsets
@@ -35,8 +36,13 @@ class WhatifOptions:
 
 def run_whatif(spark: SparkSession, opts: WhatifOptions, progress: Progress) -> dict[str, Any]:
     out = prepare_out_dir(opts.out)
-    candidate = load_acls(opts.candidate_acl_file)
-    policy = Policy(candidate.text, tuple(opts.super_users), opts.allow_everyone_if_no_acl_found)
+    candidate = load_acls(opts.candidate_acl_file, opts.acl_host_cidr)
+    policy = Policy(
+        candidate.text,
+        tuple(opts.super_users),
+        opts.allow_everyone_if_no_acl_found,
+        opts.acl_host_cidr,
+    )
     loaded = load_audit(
         spark, opts.audit, progress, opts.since, opts.until, out / "malformed", opts.kafka
     )

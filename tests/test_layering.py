@@ -143,7 +143,10 @@ ROOMS: dict[str, set[str]] = {
     "aclgate.proxy.security": _CORE | {"aclgate.proxy", "aclgate.proxy.ops"},
     "aclgate.proxy.upstream": _CORE | {"aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security"},
     "aclgate.proxy.aclstore": _CORE | {"aclgate.proxy", "aclgate.proxy.ops"},
-    "aclgate.proxy.audit": _CORE | {"aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.aclstore"},
+    # "aclgate": its version, for OCSF lines' metadata.product.version
+    "aclgate.proxy.audit": _CORE | {
+        "aclgate", "aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.aclstore",
+    },
     "aclgate.proxy.listen": _CORE | {
         "aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security", "aclgate.proxy.upstream",
         "aclgate.proxy.aclstore", "aclgate.proxy.audit",

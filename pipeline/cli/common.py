@@ -111,6 +111,13 @@ def add_policy_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the candidate policy allows resources that have no ACL at all",
     )
+    parser.add_argument(
+        "--acl-host-cidr",
+        action="store_true",
+        help="KIP-1276 (as `aclgate serve --acl-host-cidr`): an ACL host with / is a network, "
+        "e.g. 10.0.0.0/8 or 2001:db8::/32, and must be a valid one; recorded client hosts in it "
+        "match. Default: a literal string, as in Kafka 4.3.1",
+    )
 
 
 def add_spark_args(parser: argparse.ArgumentParser) -> None:

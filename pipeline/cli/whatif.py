@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         candidate_acl_file=args.candidate_acl_file,
         super_users=args.super_users,
         allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
+        acl_host_cidr=args.acl_host_cidr,
         since=args.since,
         until=args.until,
     )

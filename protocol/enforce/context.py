@@ -17,11 +17,12 @@ from typing import NamedTuple, Protocol
 
 from aclgate.authz.authorizer import NO_GROUPS, Authorizer, AuthorizerNotReadyError
 from aclgate.authz.decision import Decision
+from aclgate.authz.index import held_by
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.enforce.cursor import CursorSeal
 from aclgate.protocol.enforce.dryrun import NO_DRY_RUN, DryRunScope
 from aclgate.protocol.enforce.protected import PROTECTED, Authorize, guard, is_protected
-from aclgate.protocol.enforce.topics import TopicIdCache, resolve
+from aclgate.protocol.enforce.topics import TopicId, TopicIdCache, resolve
 from aclgate.protocol.header import RequestHeader
 
 ENFORCE = "enforce"
@@ -183,8 +184,9 @@ class AuthContext:
         """Enforce mode and a principal outside the dry-run scope: handlers then rewrite
         answers (authorized operations, partial failures) as Kafka would."""
         policy = self.policy
-        return policy.mode == ENFORCE and not policy.dry_run.covers_principal(
-            self.principal, self.groups
+        # DryRunScope.covers_principal without its own call: this runs on every request
+        return policy.mode == ENFORCE and not held_by(
+            policy.dry_run.principals, self.principal, self.groups
         )
 
     def with_looked_up(
@@ -199,7 +201,7 @@ class AuthContext:
         copy.found = found
         return copy
 
-    def topic_names_of(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:
+    def topic_names_of(self, ids: Iterable[TopicId]) -> dict[TopicId, str | None]:
         """Names for the topic ids of the request in hand (None: unknown to the cluster)."""
         return resolve(self.policy.topic_ids, self.looked_up, ids, self.found)
 

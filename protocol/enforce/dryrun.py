@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from aclgate.authz.index import held_by
 from aclgate.authz.model import (
     WILDCARD,
     PatternType,
@@ -84,8 +85,7 @@ class DryRunScope:
     def covers_principal(self, principal: str, groups: frozenset[str] = frozenset()) -> bool:
         """The principal, or one of its groups (`--dry-run-principal Group:contractors`), is
         only observed."""
-        principals = self.principals
-        return principal in principals or (bool(groups) and not principals.isdisjoint(groups))
+        return held_by(self.principals, principal, groups)
 
     def covers(
         self,

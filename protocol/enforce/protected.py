@@ -16,14 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from aclgate.authz.decision import DEFAULT_DENY, Decision
+from aclgate.authz.index import held_by
 from aclgate.authz.model import AclOperation, ResourceType
 
 #: (principal, host, operation, resource type, name, the session's group principals)
 Authorize = Callable[[str, str, AclOperation, ResourceType, str, frozenset[str]], Decision]
-
-
-def _super(super_users: frozenset[str], principal: str, groups: frozenset[str]) -> bool:
-    return principal in super_users or (bool(groups) and not super_users.isdisjoint(groups))
 
 
 #: the decision on a protected topic: DEFAULT_DENY's fields, but its own object, so the
@@ -51,7 +48,7 @@ def guard(
         if (
             name in protected
             and resource_type == topic
-            and not _super(super_users, principal, groups)
+            and not held_by(super_users, principal, groups)
         ):
             return PROTECTED
         return authorize(principal, host, operation, resource_type, name, groups)
@@ -71,7 +68,7 @@ def is_protected(
     return (
         name in policy_protected
         and resource_type == ResourceType.TOPIC
-        and not _super(super_users, principal, groups)
+        and not held_by(super_users, principal, groups)
     )
 
 
@@ -85,6 +82,6 @@ def cluster_grant_excludes(
     """Whether a cluster-wide grant (DELETE CLUSTER deletes every topic, CREATE CLUSTER creates
     any) must not be taken as covering this request's topics: one of them is protected, or is
     named by an id (None) that may be one. Such a request goes the per-topic way instead."""
-    if not protected or _super(super_users, principal, groups):
+    if not protected or held_by(super_users, principal, groups):
         return False
     return any(n is None or n in protected for n in names)

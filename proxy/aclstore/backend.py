@@ -11,7 +11,8 @@ backend imports this contract, so the factory cannot live here without an import
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +22,31 @@ from aclgate.authz.model import (
 
 #: the backends `--acl-store` chooses from
 BACKENDS = ("file", "kafka")
+#: the serve option that makes an ACL host with `/` a network (KIP-1276, opt-in)
+CIDR_FLAG = "--acl-host-cidr"
+
+
+def warn_literal_cidr_hosts(
+    log: logging.Logger, bindings: Iterable[AclBinding], cidr_hosts: bool, source: str
+) -> int:
+    """Without `--acl-host-cidr`, an ACL host with `/` (`10.0.0.0/8`) is a literal string, as
+    in Kafka 4.3.1: no client address equals it, so the ACL never applies. Log one WARNING per
+    load naming how many such ACLs `source` holds and the flag; returns that number."""
+    if cidr_hosts:
+        return 0
+    count = sum(1 for b in bindings if "/" in b.host)
+    if count:
+        log.warning(
+            "%s: %d ACL(s) have a host with '/' (a CIDR network?) but %s is off: such a host is "
+            "a literal string that no client address equals, so these ACLs never apply; start "
+            "with %s to match client addresses in the network (KIP-1276, "
+            'docs/authz.md, "CIDR hosts (KIP-1276, opt-in)")',
+            source,
+            count,
+            CIDR_FLAG,
+            CIDR_FLAG,
+        )
+    return count
 
 
 class AclStoreError(Exception):

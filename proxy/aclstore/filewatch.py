@@ -28,6 +28,7 @@ from aclgate.authz.aclfile import AclFileError, dump_acl_file, parse_acl_file
 from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import AclBinding
 from aclgate.files import exclusive_lock, stat_signature, write_atomically
+from aclgate.proxy.aclstore.backend import warn_literal_cidr_hosts
 
 __all__ = ["AclFileError", "AclFileStore", "AclFileWatcher"]
 
@@ -172,6 +173,7 @@ class AclFileWatcher:
             self.path,
             self.authorizer.version,
         )
+        warn_literal_cidr_hosts(self.log, bindings, self.authorizer.cidr_hosts, str(self.path))
         return True
 
     def _failed(self, message: str, exc: BaseException | None = None) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from aclgate import __version__
+
 FORMATS = ("aclgate", "cloudevents", "ocsf")
 
 # ---------------------------------------------------------------------- CloudEvents 1.0
@@ -83,7 +85,8 @@ _ACTIVITY = {
 }
 _CHANGE_ACTIVITY = {"CreateAcls": 1, "DeleteAcls": 4}
 _SEVERITY = {1: "Informational", 3: "Medium"}
-_PRODUCT = {"name": "aclgate", "vendor_name": "aclgate"}
+#: metadata.product: the version is the writing aclgate's (`aclgate --version`)
+_PRODUCT = {"name": "aclgate", "vendor_name": "aclgate", "version": __version__}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MILLISECOND = dt.timedelta(milliseconds=1)
 

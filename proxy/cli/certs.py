@@ -3,6 +3,7 @@
   aclgate certs init   --out DIR                         writes DIR/ca.crt, DIR/ca.key
   aclgate certs server --out DIR --dns NAME --ip ADDR    writes DIR/server.crt, DIR/server.key
   aclgate certs client --out DIR --name NAME --subject "CN=alice,OU=eng,O=example"
+                       [--san URI:spiffe://example.org/sa/alice --san EMAIL:alice@example.org]
                                                          writes DIR/NAME.crt, DIR/NAME.key
 
 Certificates are signed by the CA in DIR. Keys are written with mode 0600, certificates 0644;
@@ -14,7 +15,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from aclgate.certs.pki import CA_DAYS, LEAF_DAYS, PkiError, create_ca, issue_client, issue_server
+from aclgate.certs.pki import (
+    CA_DAYS,
+    LEAF_DAYS,
+    PkiError,
+    create_ca,
+    issue_client,
+    issue_server,
+    parse_san,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +56,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--name", required=True, help="file name stem: writes NAME.crt and NAME.key")
     p.add_argument(
         "--subject", required=True, help='RFC 4514 subject, e.g. "CN=alice,OU=eng,O=example"'
+    )
+    p.add_argument(
+        "--san",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="TYPE:VALUE",
+        help="subjectAltName entries (repeatable): DNS:NAME, IP:ADDR, URI:URI, EMAIL:ADDRESS, "
+        "e.g. URI:spiffe://example.org/ns/payments/sa/app (what `serve --ssl-group-from "
+        "SAN:URI|SAN:DNS|SAN:EMAIL` reads groups from)",
     )
     validity = p.add_mutually_exclusive_group()
     validity.add_argument("--expired", action="store_true", help="make it already expired (tests)")
@@ -90,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 validity=validity,
                 key_type=args.key_type,
                 force=args.force,
+                san=[parse_san(s) for s in args.san],
             )
     except PkiError as e:
         print(f"aclgate certs {args.action}: {e}", file=sys.stderr)

@@ -179,6 +179,24 @@ async def test_the_same_binding_created_twice_is_removed_by_one_delete(fleet, se
     assert read_acl_topic(settings) == []
 
 
+async def test_a_replay_warns_of_cidr_hosts_without_the_option(fleet, caplog):
+    """A host with `/` stored while --acl-host-cidr is off (a literal, as in Kafka 4.3.1): the
+    replay logs one WARNING with their number and the flag; with the option, none."""
+    import logging
+
+    net = AclBinding.from_dict({**acl("orders").to_dict(), "host": "10.0.0.0/8"})
+    writer = await fleet()
+    await writer.change([net, acl("payments")], [])
+    caplog.set_level(logging.WARNING, logger="aclgate.aclstore")
+    caplog.clear()
+    await fleet()
+    cidr = [r.getMessage() for r in caplog.records if "have a host with '/'" in r.getMessage()]
+    assert len(cidr) == 1 and "1 ACL(s)" in cidr[0] and "--acl-host-cidr" in cidr[0]
+    caplog.clear()
+    await fleet(cidr_hosts=True)
+    assert not [r for r in caplog.records if "have a host with '/'" in r.getMessage()]
+
+
 async def test_nothing_is_authorized_but_super_users_until_the_replay_ends(fleet, settings):
     writer = await fleet()
     await writer.change([acl("early")], [])

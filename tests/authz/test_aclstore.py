@@ -130,6 +130,35 @@ def test_corrupt_file_keeps_the_previous_policy_and_logs_once(setup, caplog):
     assert allowed(authz, Op.WRITE) and not allowed(authz)
 
 
+def test_cidr_hosts_without_the_option_are_warned_about_once_per_load(tmp_path, caplog):
+    """A host with `/` while --acl-host-cidr is off is a literal that matches no client: each
+    load (and reload) that holds such ACLs logs one WARNING with their number and the flag."""
+    net = acl(T, "orders", LIT, "User:alice", "10.0.0.0/8", Op.READ, ALLOW)
+    net6 = acl(T, "orders", LIT, "User:bob", "2001:db8::/32", Op.READ, ALLOW)
+    store = AclFileStore(tmp_path / "acls.json")
+    store.modify(lambda _: [READ, net, net6], create=True)
+    caplog.set_level(logging.INFO, logger="aclgate.acls")
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+    watcher = AclFileWatcher(store.path, Authorizer())
+    assert watcher.reload_once() is True
+    assert watcher.reload_once() is False  # no reload, no new warning
+    (message,) = warnings()
+    assert "2 ACL(s) have a host with '/'" in message and "--acl-host-cidr" in message
+    assert str(store.path) in message
+    store.modify(lambda acls: [READ, net])
+    assert watcher.reload_once() is True
+    assert "1 ACL(s) have a host with '/'" in warnings()[-1] and len(warnings()) == 2
+    store.modify(lambda acls: [READ])
+    assert watcher.reload_once() is True and len(warnings()) == 2
+    caplog.clear()
+    store.modify(lambda acls: [READ, net, net6])
+    assert AclFileWatcher(store.path, Authorizer(cidr_hosts=True)).reload_once() is True
+    assert warnings() == []
+
+
 def test_invalid_acl_keeps_the_previous_policy(setup):
     store, authz, watcher = setup
     watcher.reload_once()

@@ -4,6 +4,7 @@ an ACL on a group applies to every session in it, with Kafka's rules otherwise u
 from __future__ import annotations
 
 from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.index import held_by
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, Op, T, acl
 
 PAYMENTS = frozenset({"Group:payments"})
@@ -79,3 +80,14 @@ def test_fifty_groups_without_acls_cost_no_extra_lookups():
     many = frozenset(f"Group:g{i}" for i in range(50))
     assert a._snap is not None and many & a._snap.group_principals == frozenset()
     assert a.authorize("User:a", "h", Op.READ, T, "orders", many | PAYMENTS).allowed
+
+
+def test_held_by_the_principal_or_one_of_its_groups():
+    """index.held_by: the one test behind super users, the protected topics' guard and the
+    dry-run principals."""
+    chosen = frozenset({"User:admin", "Group:platform-admins"})
+    assert held_by(chosen, "User:admin", frozenset())
+    assert held_by(chosen, "User:ops", frozenset({"Group:x", "Group:platform-admins"}))
+    assert not held_by(chosen, "User:ops", frozenset({"Group:x"}))
+    assert not held_by(chosen, "User:ops", frozenset())
+    assert not held_by(frozenset(), "User:admin", PAYMENTS)

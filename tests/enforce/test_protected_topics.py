@@ -5,9 +5,16 @@ Kafka: tests/aclstore/test_kafka_store_fleet.py."""
 from __future__ import annotations
 
 from aclgate.authz.authorizer import Authorizer
+from aclgate.authz.index import held_by
 from aclgate.authz.model import AclBinding, AclOperation, ResourceType
 from aclgate.protocol.enforce.context import DRY_RUN, AuthContext, Policy
-from aclgate.protocol.enforce.protected import PROTECTED, cluster_grant_excludes, guard
+from aclgate.protocol.enforce.dryrun import DryRunScope
+from aclgate.protocol.enforce.protected import (
+    PROTECTED,
+    cluster_grant_excludes,
+    guard,
+    is_protected,
+)
 from aclgate.protocol.header import RequestHeader
 
 STORE = "__aclgate_acls"
@@ -136,3 +143,30 @@ def test_a_follower_fetch_does_not_reach_a_protected_topic():
     assert upstream  # any other topic: CLUSTER_ACTION covers it
     upstream, _ = _follower_fetch("User:admin", STORE)
     assert upstream  # a super user passes
+
+
+def test_super_users_protected_topics_and_dry_run_principals_agree_on_groups():
+    """The authorizer's super users, the protected topics' guard and a dry-run scope all ask
+    index.held_by: the principal, or one of the session's groups, is in the set."""
+    chosen = ["User:admin", "Group:platform-admins"]
+    a = Authorizer(super_users=chosen)
+    a.load([allow_all("TOPIC", "*")])
+    scope = DryRunScope.parse(chosen, [])
+    supers = a.super_users
+    decide = guard(a.authorize, frozenset({STORE}), supers)
+    topic = ResourceType.TOPIC
+    for principal, groups, held in [
+        ("User:admin", frozenset(), True),
+        ("User:ops", frozenset({"Group:platform-admins", "Group:x"}), True),
+        ("User:ops", frozenset({"Group:x"}), False),
+        ("User:ops", frozenset(), False),
+    ]:
+        assert held_by(supers, principal, groups) is held
+        assert a.is_super_user(principal, groups) is held
+        assert scope.covers_principal(principal, groups) is held
+        denied = decide(principal, "h", AclOperation.READ, topic, STORE, groups) is PROTECTED
+        assert denied is not held
+        assert is_protected(frozenset({STORE}), supers, principal, topic, STORE, groups) is not held
+        assert cluster_grant_excludes(frozenset({STORE}), supers, principal, [STORE], groups) is (
+            not held
+        )

@@ -227,3 +227,50 @@ def test_help_runs() -> None:
         [sys.executable, "-m", "aclgate", "certs", "--help"], capture_output=True, text=True
     )
     assert res.returncode == 0 and "development CA" in res.stdout
+
+
+def test_client_san(tmp_path: Path) -> None:
+    """`certs client --san TYPE:VALUE` (repeatable): the entries end up in the certificate's
+    subjectAltName, where `serve --ssl-group-from SAN:URI|SAN:DNS|SAN:EMAIL` reads groups."""
+    from ipaddress import ip_address
+
+    from aclgate.protocol.identity.certgroups import CertificateGroupMapper
+
+    pki.create_ca(tmp_path)
+    spiffe = "spiffe://example.org/ns/payments/sa/app"
+    args = ["client", "--out", str(tmp_path), "--name", "app", "--subject", "CN=app"]
+    args += ["--san", f"URI:{spiffe}", "email:app@example.org", "--san", "DNS:app.example"]
+    assert aclgate(*args, "--san", "IP:10.0.0.7") == 0
+    cert = load(tmp_path / "app.crt")
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.UniformResourceIdentifier) == [spiffe]
+    assert san.get_values_for_type(x509.RFC822Name) == ["app@example.org"]
+    assert san.get_values_for_type(x509.DNSName) == ["app.example"]
+    assert san.get_values_for_type(x509.IPAddress) == [ip_address("10.0.0.7")]
+    mapper = CertificateGroupMapper.from_settings(None, ["SAN:URI", "SAN:EMAIL"])
+    assert mapper is not None
+    assert mapper.values(cert) == [spiffe, "app@example.org"]
+    # without --san, no subjectAltName at all (as before)
+    assert aclgate("client", "--out", str(tmp_path), "--name", "b", "--subject", "CN=b") == 0
+    with pytest.raises(x509.ExtensionNotFound):
+        load(tmp_path / "b.crt").extensions.get_extension_for_class(x509.SubjectAlternativeName)
+
+
+@pytest.mark.parametrize(
+    ("san", "message"),
+    [
+        ("alice@example.org", "use TYPE:VALUE"),
+        ("OU:eng", "use TYPE:VALUE"),
+        ("URI:", "use TYPE:VALUE"),
+        ("IP:not-an-ip", "does not appear to be an IPv4 or IPv6 address"),
+        ("EMAIL:alice", "an e-mail address has an @"),
+        ("URI:no-scheme", "a URI has a scheme"),
+    ],
+)
+def test_client_san_errors(tmp_path: Path, capsys, san: str, message: str) -> None:
+    pki.create_ca(tmp_path)
+    args = ["client", "--out", str(tmp_path), "--name", "a", "--subject", "CN=a", "--san", san]
+    assert aclgate(*args) == 1
+    err = capsys.readouterr().err
+    assert f"bad --san {san!r}" in err and message in err
+    assert not list(tmp_path.glob("a.*"))

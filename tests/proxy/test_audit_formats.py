@@ -26,6 +26,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from aclgate import __version__
 from aclgate.authz.decision import DEFAULT_DENY, NO_ACL_ALLOW, Decision
 from aclgate.authz.model import AclBinding as Binding
 from aclgate.proxy.audit import formats
@@ -85,6 +86,7 @@ def test_the_schemas_catch_what_they_should():
         {k: v for k, v in line.items() if k != "actor"},
         {**line, "class_uid": 3003},
         {**line, "metadata": {"product": {"name": "aclgate"}}},  # no version
+        {**line, "metadata": {**line["metadata"], "product": {"version": __version__}}},  # no name
         {**line, "time": line["time_dt"]},
         {**line, "disposition_id": 1000},
     ):
@@ -190,7 +192,7 @@ def test_ocsf_maps_a_decision_to_an_api_activity():
         "disposition": "Allowed",
         "metadata": {
             "version": "1.8.0",
-            "product": {"name": "aclgate", "vendor_name": "aclgate"},
+            "product": {"name": "aclgate", "vendor_name": "aclgate", "version": __version__},
             "profiles": ["datetime", "security_control"],
             "log_name": "aclgate audit",
             "log_version": "1",

@@ -36,7 +36,7 @@ from aclgate.authz.acllog import AclLogState
 from aclgate.authz.aclrecords import RecordDecodeError, decode, encode_change
 from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import AclBinding
-from aclgate.proxy.aclstore.backend import AclStoreError, AclStoreStatus
+from aclgate.proxy.aclstore.backend import AclStoreError, AclStoreStatus, warn_literal_cidr_hosts
 from aclgate.proxy.rdkafka import close_producer
 
 log = logging.getLogger("aclgate.aclstore")
@@ -396,7 +396,10 @@ class KafkaAclBackend:
                     self._fail_start(*self._reader.halted)
                 return
             state.reached(end)
-            self.authorizer.load(state.bindings())
+            bindings = state.bindings()
+            self.authorizer.load(bindings)
+            topic = f"ACL topic {self.settings.topic}"
+            warn_literal_cidr_hosts(log, bindings, self.authorizer.cidr_hosts, topic)
             self._loaded = True
             self._call(self._replay_done)
             self._publish()  # the fingerprint (a second at 500,000 ACLs) after ready
