@@ -3,6 +3,7 @@
     python -m bench.latency                  # or: make bench   (5 rounds, about 2.5 minutes)
     python -m bench.latency --quick          # smoke run, writes to a temporary directory
     python -m bench.latency --aclgate-arg=--log-level=ERROR   # extra `aclgate serve` flags
+    python -m bench.latency --before 12caca9 --no-acls         # and aclgate at another commit
 
 Method (docs/bench.md, "The yardstick"): tansu is started on a loopback port, the relay
 (`bench/relay.py`) and aclgate (`python -m aclgate serve`) each in their own process in front of
@@ -17,7 +18,9 @@ own timer wakes it late, from the actual send time instead. Each round measures 
 (in a rotating order: A B C, B C A, C A B, ...), warm-up first, then --requests measured per
 request type. The report gives, per path and request type, the median across rounds of the
 per-round p50 / p99 / p99.9 with the min-max range, and the added latency vs direct and vs the
-relay.
+relay. With `--before REV`, aclgate at commit REV (a git worktree of it, imported first through
+PYTHONPATH) is one more path of the same rounds, and the report pairs it with today's aclgate
+round by round: a before/after comparison that the machine's drift between runs cannot fake.
 
 Writes latency.json (raw per-round percentiles and the environment), latency.md (the table)
 and latency.png (needs matplotlib: `pip install -e '.[bench]'`) to bench/results/ or --out.
@@ -426,17 +429,24 @@ async def measure_path(
 class Service:
     """A child process listening on a loopback port (relay or aclgate)."""
 
-    def __init__(self, name: str, argv: list[str], port: int, log_dir: Path):
+    def __init__(
+        self, name: str, argv: list[str], port: int, log_dir: Path, code: Path = ROOT
+    ) -> None:
         self.name = name
+        self.code = code
         self.argv = argv
         self.address = f"127.0.0.1:{port}"
-        self.log_path = log_dir / f"{name.replace('+', '-')}.log"
+        self.log_path = log_dir / f"{name.replace('+', '-').replace('@', '-')}.log"
         self.process: subprocess.Popen | None = None
 
     def launch(self) -> None:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=_child_env()
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.code,
+                env=_child_env(self.code),
             )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
@@ -464,9 +474,12 @@ class Service:
             proc.wait(timeout=5)
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(code: Path = ROOT) -> dict[str, str]:
+    """The environment of a child importing aclgate from `code` (a checkout or a worktree of
+    another commit), then from this checkout (bench.relay, the venv's packages)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    first = [str(code)] if code == ROOT else [str(code), str(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*first, env.get("PYTHONPATH")]))
     return env
 
 
@@ -613,11 +626,15 @@ def aggregate(rounds: list[dict[str, Any]], paths: list[str], service: bool = Fa
                     }
         return out
 
-    return {
+    out = {
         "summary": summary,
         "added_vs_direct": added("direct"),
         "added_vs_relay": added("relay"),
     }
+    before = next((p for p in paths if p.startswith("aclgate@")), None)
+    if before is not None:  # today's aclgate against the same at another commit, paired
+        out["added_vs_before"] = {"aclgate": added(before)["aclgate"]}
+    return out
 
 
 def _cell(stats: dict[str, float]) -> str:
@@ -671,6 +688,31 @@ def paired_table(data: dict[str, Any]) -> str:
     for path, entry in data["added_vs_direct"].items():
         cells = [_cell(entry[kind][name]["paired"]) for kind in REQUESTS for name in ("p50", "p99")]
         lines.append(f"| {LABELS.get(path, path)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def before_after_table(data: dict[str, Any]) -> str:
+    """aclgate minus aclgate@REV, paired within each round (`--before`; data: an aggregate()
+    result), or "" without it."""
+    entry = data.get("added_vs_before", {}).get("aclgate")
+    if entry is None:
+        return ""
+    lines = [
+        "| aclgate minus aclgate@REV | "
+        + " | ".join(f"{KINDS[k]} {n}" for k in REQUESTS for n in ("p50", "p99"))
+        + " |",
+        "|" + "---|" * (1 + 2 * len(REQUESTS)),
+        "| paired per round, median (range) | "
+        + " | ".join(
+            _cell(entry[kind][name]["paired"]) for kind in REQUESTS for name in ("p50", "p99")
+        )
+        + " |",
+        "| of the medians | "
+        + " | ".join(
+            _signed(entry[kind][name]["of_medians"]) for kind in REQUESTS for name in ("p50", "p99")
+        )
+        + " |",
+    ]
     return "\n".join(lines)
 
 
@@ -767,6 +809,24 @@ The paired table below takes each round's value minus the direct value of the sa
 which cancels load that hit a whole round (not load that hit one path's turn)."""
 
 
+def _before_after_section(data: dict[str, Any]) -> str:
+    table = before_after_table(data)
+    if not table:
+        return ""
+    return f"""## Before and after (`--before`)
+
+Today's aclgate minus aclgate at the other commit, both measured in every round (rotating
+order); a negative figure means today's is faster. From the scheduled send time:
+
+{table}
+
+Service time (from the actual send):
+
+{before_after_table(data["service"])}
+
+"""
+
+
 def write_markdown(data: dict[str, Any], path: Path) -> str:
     cfg, env = data["config"], data["environment"]
     paths = cfg["paths"]
@@ -799,7 +859,7 @@ of the same round):
 
 {paired_table(data)}
 
-## Service time (from the actual send)
+{_before_after_section(data)}## Service time (from the actual send)
 
 The same requests timed from the moment each was written: what a closed-loop client (send, \
 read, repeat: the method of docs/bench.md's yardstick) reports, so this table is the one to set \
@@ -957,6 +1017,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="extra argument for `aclgate serve` (repeatable; use --aclgate-arg=--flag=value)",
     )
     parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also measure aclgate at commit REV (a git worktree of it), as the path "
+        "aclgate@REV of the same rounds, with the same flags as the aclgate path",
+    )
+    parser.add_argument(
         "--no-acls",
         action="store_true",
         help="skip the aclgate+acls path even when `aclgate serve` supports --acl-file",
@@ -998,6 +1064,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     services: list[Service] = []
+    worktrees: list[Path] = []
     rounds: list[dict[str, Any]] = []
     with TansuBroker(log_path=work / "tansu.log") as broker:
         try:
@@ -1039,6 +1106,25 @@ def main(argv: list[str] | None = None) -> int:
                     work,
                 )
             )
+            if args.before:
+                before_code = work / "before"
+                subprocess.run(
+                    ["git", "worktree", "add", "-f", "--detach", str(before_code), args.before],
+                    cwd=ROOT,
+                    check=True,
+                    capture_output=True,
+                )
+                worktrees.append(before_code)
+                port = free_port()
+                services.append(
+                    Service(
+                        f"aclgate@{args.before}",
+                        [*gate, "--listen", f"127.0.0.1:{port}", *open_args, *args.aclgate_arg],
+                        port,
+                        work,
+                        code=before_code,
+                    )
+                )
             if with_acls:
                 acl_file = work / "acls.json"
                 write_acl_file(acl_file, TOPIC)
@@ -1068,6 +1154,13 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for service in services:
                 service.stop()
+            for worktree in worktrees:
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(worktree)],
+                    cwd=ROOT,
+                    check=False,
+                    capture_output=True,
+                )
 
     shutil.rmtree(work, ignore_errors=True)  # kept (and named above) only when a run fails
     env["loadavg_after"] = _loadavg()
@@ -1104,6 +1197,9 @@ def main(argv: list[str] | None = None) -> int:
     write_plot(data, out / "latency.png")
     print()
     print(table)
+    if args.before:
+        print()
+        print(before_after_table(data))
     print()
     for note in noise_notes(data):
         print(f"* {note}")
