@@ -404,17 +404,60 @@ def summarize(sample: Sample) -> dict[str, Any]:
     return out
 
 
+def _process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (aclgate's worker processes, if any)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{current}/task"):
+                with contextlib.suppress(OSError):
+                    children = Path(f"/proc/{current}/task/{task}/children").read_text()
+                    todo.extend(int(c) for c in children.split())
+    return found
+
+
+def cpu_ns(pid: int | None) -> int | None:
+    """On-CPU time of a process tree, in ns (the scheduler's own account, every thread:
+    /proc/PID/task/TID/schedstat), or None without a pid or without schedstat."""
+    if pid is None:
+        return None
+    total = 0
+    try:
+        for member in _process_tree(pid):
+            for task in os.listdir(f"/proc/{member}/task"):
+                with contextlib.suppress(OSError):
+                    stat = Path(f"/proc/{member}/task/{task}/schedstat").read_text()
+                    total += int(stat.split()[0])
+    except OSError:
+        return None
+    return total
+
+
 async def measure_path(
-    address: str, templates: dict[str, bytes], warmup: int, count: int, interval_ns: int
+    address: str,
+    templates: dict[str, bytes],
+    warmup: int,
+    count: int,
+    interval_ns: int,
+    pid: int | None = None,
 ) -> dict[str, dict[str, Any]]:
+    """Each request type's latencies through `address`, and with `pid` (the proxy's process)
+    its CPU per request, warm-up included (the proxy's whole cost, not only the measured
+    requests')."""
     host, port = address.rsplit(":", 1)
     loop = asyncio.get_running_loop()
     transport, client = await loop.create_connection(_Client, host, int(port))
     try:
         results = {}
         for kind in REQUESTS:
+            before = cpu_ns(pid)
             sample = await run_requests(client, kind, templates[kind], warmup, count, interval_ns)
+            after = cpu_ns(pid)
             results[kind] = summarize(sample)
+            if before is not None and after is not None:
+                results[kind]["cpu_us"] = round((after - before) / 1000 / (warmup + count), 2)
         return results
     finally:
         transport.close()
@@ -634,7 +677,74 @@ def aggregate(rounds: list[dict[str, Any]], paths: list[str], service: bool = Fa
     before = next((p for p in paths if p.startswith("aclgate@")), None)
     if before is not None:  # today's aclgate against the same at another commit, paired
         out["added_vs_before"] = {"aclgate": added(before)["aclgate"]}
+    if not service:
+        out["cpu"] = cpu_summary(rounds, paths, before)
     return out
+
+
+def cpu_summary(
+    rounds: list[dict[str, Any]], paths: list[str], before: str | None
+) -> dict[str, Any]:
+    """CPU µs per request of each measured process (median and range across rounds), and,
+    paired within each round, each proxy's minus the relay's and today's aclgate's minus
+    aclgate@REV's."""
+
+    def value(r: dict[str, Any], path: str, kind: str) -> float | None:
+        result: float | None = r["results"][path][kind].get("cpu_us")
+        return result
+
+    out: dict[str, Any] = {"per_request": {}, "vs_relay": {}, "vs_before": {}}
+    for path in paths:
+        cells = {}
+        for kind in REQUESTS:
+            values = [v for r in rounds if (v := value(r, path, kind)) is not None]
+            if values:
+                cells[kind] = _stats(values)
+        if cells:
+            out["per_request"][path] = cells
+
+    def paired(path: str, base: str) -> dict[str, Any]:
+        cells = {}
+        for kind in REQUESTS:
+            pairs = [
+                a - b
+                for r in rounds
+                if (a := value(r, path, kind)) is not None
+                and (b := value(r, base, kind)) is not None
+            ]
+            if pairs:
+                cells[kind] = _stats(pairs)
+        return cells
+
+    for path in paths:
+        if path not in ("direct", "relay") and "relay" in paths:
+            out["vs_relay"][path] = paired(path, "relay")
+    if before is not None and "aclgate" in paths:
+        out["vs_before"]["aclgate"] = paired("aclgate", before)
+    return out
+
+
+def cpu_table(data: dict[str, Any]) -> str:
+    """CPU µs per request: each process's, then paired differences (data: aggregate())."""
+    cpu = data.get("cpu", {})
+    if not cpu.get("per_request"):
+        return ""
+    lines = [
+        "| CPU µs per request | " + " | ".join(KINDS[k] for k in REQUESTS) + " |",
+        "|" + "---|" * (1 + len(REQUESTS)),
+    ]
+    rows = [(LABELS.get(p, p), cells) for p, cells in cpu["per_request"].items()]
+    rows += [(f"{LABELS.get(p, p)} minus the relay, paired", c) for p, c in cpu["vs_relay"].items()]
+    rows += [(f"{p} minus its --before, paired", c) for p, c in cpu["vs_before"].items()]
+    for name, cells in rows:
+        parts = [
+            f"{cells[k]['median']:.1f} ({cells[k]['min']:.1f}–{cells[k]['max']:.1f})"
+            if k in cells
+            else "–"
+            for k in REQUESTS
+        ]
+        lines.append(f"| {name} | " + " | ".join(parts) + " |")
+    return "\n".join(lines)
 
 
 def _cell(stats: dict[str, float]) -> str:
@@ -859,7 +969,16 @@ of the same round):
 
 {paired_table(data)}
 
-{_before_after_section(data)}## Service time (from the actual send)
+{_before_after_section(data)}## CPU per request
+
+Each process's on-CPU time (the scheduler's account, /proc/PID/task/*/schedstat, every thread
+and child process) over each request type's warm-up and measured requests, divided by their
+number; "direct" is tansu's own CPU, for scale. Less noisy than latency: it does not count the
+time a process waited for a core.
+
+{cpu_table(data)}
+
+## Service time (from the actual send)
 
 The same requests timed from the moment each was written: what a closed-loop client (send, \
 read, repeat: the method of docs/bench.md's yardstick) reports, so this table is the one to set \
@@ -956,7 +1075,9 @@ def _round_line(index: int, total: int, result: dict[str, Any]) -> str:
     )
 
 
-async def _measure_all(args, addresses: dict[str, str], templates, rounds_out: list) -> None:
+async def _measure_all(
+    args, addresses: dict[str, str], pids: dict[str, int], templates, rounds_out: list
+) -> None:
     interval_ns = int(1e9 / args.rate)
     paths = list(addresses)
     for r in range(args.rounds):
@@ -966,7 +1087,12 @@ async def _measure_all(args, addresses: dict[str, str], templates, rounds_out: l
         for path in order:
             gc.collect()
             results[path] = await measure_path(
-                addresses[path], templates, args.warmup, args.requests, interval_ns
+                addresses[path],
+                templates,
+                args.warmup,
+                args.requests,
+                interval_ns,
+                pids.get(path),
             )
         entry = {
             "round": r + 1,
@@ -1150,7 +1276,10 @@ def main(argv: list[str] | None = None) -> int:
                 service.wait_ready()
             addresses = {"direct": broker.bootstrap} | {s.name: s.address for s in services}
             templates = build_requests(TOPIC, topic_id_of(broker.bootstrap, TOPIC))
-            uvloop.run(_measure_all(args, addresses, templates, rounds))
+            pids = {s.name: s.process.pid for s in services if s.process is not None}
+            if broker.process is not None:
+                pids["direct"] = broker.process.pid  # tansu's own CPU, for scale
+            uvloop.run(_measure_all(args, addresses, pids, templates, rounds))
         finally:
             for service in services:
                 service.stop()
@@ -1200,6 +1329,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.before:
         print()
         print(before_after_table(data))
+    print()
+    print(cpu_table(data))
     print()
     for note in noise_notes(data):
         print(f"* {note}")
