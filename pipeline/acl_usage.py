@@ -181,7 +181,7 @@ def removal_plan(usage: DataFrame, base: DataFrame, acls: AclSnapshot, policy: P
             *(r[name] for name in ACL_FIELDS),
         )
     )
-    keys = [Key(*r) for r in base.select(*KEY_FIELDS).distinct().collect()]
+    keys = [Key.of(r) for r in base.select(*KEY_FIELDS).distinct().collect()]
     chosen = removals(
         list(acls.entries),
         keys,

@@ -38,20 +38,25 @@ class AdviseOptions:
 def observations(
     events: DataFrame, include_dry_run_denials: bool, super_users: tuple[str, ...] = ()
 ) -> tuple[Observations, dict[str, int]]:
-    """Which keys must stay allowed, which must stay denied, and every resource seen."""
+    """Which keys must stay allowed, which must stay denied, and every resource seen. A key
+    of a super user, or of a session in a group that is one (`--super-user Group:ops`), is
+    left out: its requests need no ACLs."""
     from pyspark.sql import functions as F
+
+    from aclgate.authz.index import held_by
 
     rows = (
         events.groupBy(*KEY_FIELDS, "decision", "enforced")
         .agg(F.sum("count").alias("events"))
         .collect()
     )
+    supers = frozenset(super_users)
     obs = Observations()
     dry_run_included = 0
     for row in rows:
-        key = Key(*(row[name] for name in KEY_FIELDS))
+        key = Key.of([row[name] for name in KEY_FIELDS])
         obs.seen[key.resource_type].add(key.resource_name)
-        if key.principal in super_users:
+        if held_by(supers, key.principal, frozenset(key.groups)):
             continue
         if row["decision"] == "ALLOWED":
             obs.allowed.add(key)
@@ -60,13 +65,12 @@ def observations(
             dry_run_included += 1
         else:
             obs.denied.add(key)
-    both = obs.denied & obs.allowed
-    obs.denied -= both  # seen allowed at some time: it stays allowed
+    both = obs.settle()  # seen allowed at some time (with any groups): it stays allowed
     stats = {
         "allowed_keys": len(obs.allowed),
         "denied_keys": len(obs.denied),
         "dry_run_denied_keys_included": dry_run_included,
-        "keys_both_allowed_and_denied": len(both),
+        "keys_both_allowed_and_denied": both,
     }
     return obs, stats
 

@@ -1,9 +1,9 @@
 """The least-privilege advisor: the smallest sensible ACL set for the observed traffic.
 
 Input is what the audit saw, as decision keys (principal, host, operation, resource type,
-resource name): the requests that must stay allowed, the requests that were denied by
-policy and must stay denied, and every resource seen at all. The proposal is built from
-ALLOW ACLs only, in three moves:
+resource name, and the session's groups): the requests that must stay allowed, the requests
+that were denied by policy and must stay denied, and every resource seen at all. The proposal
+is built from ALLOW ACLs only, in three moves:
 
 * one LITERAL ACL per (principal, operation, resource), host `*`;
 * no ACL for an operation another proposed ACL already implies (READ/WRITE/DELETE/ALTER
@@ -16,6 +16,14 @@ The proposal is then checked with the real `authz.Authorizer`. An observed-denie
 it would allow is traced through the deciding ACL: a PREFIXED ACL goes back to literals, a
 host `*` ACL is pinned to the hosts that were allowed; what still conflicts (e.g. a READ
 allowed from a host whose DESCRIBE was denied: READ implies DESCRIBE) is reported.
+
+Groups. The proposal grants user principals only, never a `Group:` principal: what a session
+was allowed through a group's ACL becomes an ACL of its user, since the audit shows which
+users used the group's grant, not who will be in the group later. So a request's verdict under
+the proposal does not depend on the session's groups, and the keys are checked with them all
+the same (as the proxy decides: a group that is a super user). A request allowed to a user with
+some groups and denied to the same user with others cannot be told apart by user ACLs: it stays
+allowed (`settle`), as a request seen both allowed and denied does.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from aclgate.pipeline.schema import acl_entry
 
@@ -33,11 +41,24 @@ WILDCARD_HOST = "*"
 
 
 class Key(NamedTuple):
+    """A decision key (schema.KEY_FIELDS), hashable: `groups` as a sorted tuple."""
+
     principal: str
     host: str
     operation: str
     resource_type: str
     resource_name: str
+    groups: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, row: Any) -> Key:
+        """The key of a row (or sequence) of KEY_FIELDS; groups null or absent: none."""
+        groups = row[5] if len(row) > 5 else None
+        return cls(row[0], row[1], row[2], row[3], row[4], tuple(sorted(groups or ())))
+
+    def request(self) -> Key:
+        """The same request without the session's groups."""
+        return self._replace(groups=())
 
 
 @dataclass
@@ -45,6 +66,15 @@ class Observations:
     allowed: set[Key] = field(default_factory=set)
     denied: set[Key] = field(default_factory=set)
     seen: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+    def settle(self) -> int:
+        """Drop from `denied` every key whose request (the key without its groups) was also
+        allowed, with any groups: it stays allowed (the proposal's user ACLs cannot tell the
+        sessions apart, module docstring). Returns how many were dropped."""
+        allowed = {k.request() for k in self.allowed}
+        both = {k for k in self.denied if k.request() in allowed}
+        self.denied -= both
+        return len(both)
 
 
 @dataclass
@@ -153,6 +183,7 @@ def _decide(acls: list[dict], keys: Iterable[Key], super_users: tuple[str, ...])
                 AclOperation[k.operation],
                 ResourceType[k.resource_type],
                 k.resource_name,
+                frozenset(k.groups),
             ),
         )
 
@@ -280,6 +311,7 @@ def removals(
             AclOperation[k.operation],
             ResourceType[k.resource_type],
             k.resource_name,
+            frozenset(k.groups),
         ).allowed
 
     by_type: dict[str, list[Key]] = defaultdict(list)

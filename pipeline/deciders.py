@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aclgate.pipeline.schema import KEY_FIELDS
+from aclgate.pipeline.schema import KEY_FIELDS, key_struct_fields, session_groups
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -24,15 +24,21 @@ if TYPE_CHECKING:
     from aclgate.authz.model import AclBinding
     from aclgate.pipeline.evaluate import Policy
 
-Key = tuple[str, str, str, str, str]  # KEY_FIELDS
+#: KEY_FIELDS, hashable: `groups` (the session's group principals) as a tuple
+Key = tuple[str, str, str, str, str, tuple[str, ...]]
 
 
 def _ask(authorizer: Authorizer, key: Key) -> Any:
     from aclgate.authz.model import AclOperation, ResourceType
 
-    principal, host, operation, resource_type, resource_name = key
+    principal, host, operation, resource_type, resource_name, groups = key
     return authorizer.authorize(
-        principal, host, AclOperation[operation], ResourceType[resource_type], resource_name
+        principal,
+        host,
+        AclOperation[operation],
+        ResourceType[resource_type],
+        resource_name,
+        session_groups(groups),
     )
 
 
@@ -73,17 +79,17 @@ def _partition(broadcast: Any) -> Any:
     def run(rows: Iterable[Any]) -> Iterator[tuple]:
         from aclgate.pipeline.evaluate import authorizer_for
 
-        keys = [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+        keys = [(r[0], r[1], r[2], r[3], r[4], tuple(r[5] or ())) for r in rows]  # KEY_FIELDS
         found = deciders(authorizer_for(broadcast.value), keys)
         for key, acls in found.items():
-            yield (*key, [a.to_dict() for a in acls])
+            yield (*key[:5], list(key[5]), [a.to_dict() for a in acls])
 
     return run
 
 
 def deciders_table(spark: SparkSession, keys: DataFrame, policy: Policy) -> DataFrame:
     """KEY_FIELDS + `deciders` (array of ACL structs) for every distinct valid key."""
-    from pyspark.sql.types import ArrayType, StringType, StructField, StructType
+    from pyspark.sql.types import ArrayType, StructField, StructType
 
     from aclgate.pipeline.schema import acl_struct_type
     from aclgate.pipeline.spark import ship_packages
@@ -91,8 +97,10 @@ def deciders_table(spark: SparkSession, keys: DataFrame, policy: Policy) -> Data
     ship_packages(spark)
     broadcast = spark.sparkContext.broadcast(policy)
     schema = StructType(
-        [StructField(name, StringType(), nullable=False) for name in KEY_FIELDS]
-        + [StructField("deciders", ArrayType(acl_struct_type()), nullable=False)]
+        [
+            *key_struct_fields(),
+            StructField("deciders", ArrayType(acl_struct_type()), nullable=False),
+        ]
     )
     rdd = keys.select(*KEY_FIELDS).distinct().rdd.mapPartitions(_partition(broadcast))
     return spark.createDataFrame(rdd, schema)

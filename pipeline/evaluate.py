@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aclgate.pipeline.schema import KEY_FIELDS
+from aclgate.pipeline.schema import KEY_FIELDS, key_struct_fields, session_groups
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -65,27 +65,32 @@ def authorizer_for(policy: Policy) -> Any:
     return found
 
 
-def decide(policy: Policy, keys: Iterable[Sequence[str]]) -> Iterator[tuple]:
-    """(key..., decision, rule, acl dict or None) for each (principal, host, op, type, name)."""
+def decide(policy: Policy, keys: Iterable[Sequence[Any]]) -> Iterator[tuple]:
+    """(key..., decision, rule, acl dict or None) for each KEY_FIELDS key (principal, host,
+    operation, resource type, resource name, groups). `groups` are the session's group
+    principals (a list, a tuple, or None for none): the authorizer applies their ACLs as the
+    proxy did. The key is yielded back as given, so it joins with the keys it came from."""
     from aclgate.authz.model import AclOperation, ResourceType
 
     authorizer = authorizer_for(policy)
-    for principal, host, operation, resource_type, resource_name in keys:
-        key = (principal, host, operation, resource_type, resource_name)
+    for principal, host, operation, resource_type, resource_name, groups in keys:
+        key = (principal, host, operation, resource_type, resource_name, groups)
         try:
             op = AclOperation[operation]
             rtype = ResourceType[resource_type]
         except KeyError:
             yield (*key, None, INVALID_RULE, None)
             continue
-        decision = authorizer.authorize(principal, host, op, rtype, resource_name)
+        decision = authorizer.authorize(
+            principal, host, op, rtype, resource_name, session_groups(groups)
+        )
         acl = decision.acl.to_dict() if decision.acl is not None else None
         yield (*key, "ALLOWED" if decision.allowed else "DENIED", decision.rule, acl)
 
 
 def _partition(broadcast: Any) -> Any:
     def run(rows: Iterable[Any]) -> Iterator[tuple]:
-        return decide(broadcast.value, ((r[0], r[1], r[2], r[3], r[4]) for r in rows))
+        return decide(broadcast.value, (tuple(r) for r in rows))  # rows of KEY_FIELDS
 
     return run
 
@@ -96,8 +101,8 @@ def evaluated_schema() -> Any:
     from aclgate.pipeline.schema import acl_struct_type
 
     return StructType(
-        [StructField(name, StringType(), nullable=False) for name in KEY_FIELDS]
-        + [
+        [
+            *key_struct_fields(),
             StructField("candidate_decision", StringType()),
             StructField("candidate_rule", StringType()),
             StructField("candidate_acl", acl_struct_type()),

@@ -236,9 +236,14 @@ def _acl_usage(usage: dict[str, Any] | None) -> str:
 
 
 def _flip_table(rows: list[dict[str, Any]]) -> str:
+    """The largest flips; a `groups` column (the session's groups, part of the key: an ACL of
+    one of them may be what allowed the request) when any of them has groups."""
+    shown = rows[:50]
+    groups = any(r.get("groups") for r in shown)
     return _table(
         [
             "principal",
+            *(["groups"] if groups else []),
             "host",
             "operation",
             "resource",
@@ -251,6 +256,7 @@ def _flip_table(rows: list[dict[str, Any]]) -> str:
         [
             (
                 r["principal"],
+                *([", ".join(r.get("groups") or [])] if groups else []),
                 r["host"],
                 r["operation"],
                 _resource(r),
@@ -260,9 +266,9 @@ def _flip_table(rows: list[dict[str, Any]]) -> str:
                 " ".join(c for c in r["client_ids"] if c),
                 " ".join(r["apis"]),
             )
-            for r in rows[:50]
+            for r in shown
         ],
-        {4},
+        {5 if groups else 4},
     )
 
 

@@ -30,6 +30,7 @@ from aclgate.pipeline.schema import (
     RESOURCE_TYPES,
     SCHEMA_VERSION,
     audit_schema,
+    key_groups,
 )
 from aclgate.pipeline.timeutil import from_micros
 
@@ -43,6 +44,7 @@ EVENT_COLUMNS = (
     "count",
     "proxy",
     "principal",
+    "groups",  # canonical (schema.key_groups): [] for none and for lines without the field
     "host",
     "client_id",
     "api",
@@ -182,7 +184,8 @@ def _first_problem(j: Column, ts: Column, ts_first: Column) -> Column:
 def validated(raw: Column, j: Column) -> dict[str, Column]:
     """What every line becomes, for the batch reader and the stream alike: `_blank`, `_other`
     (another event kind), `_error` (the first problem, null for a usable event), `_text` (the
-    line, for bad ones only), then EVENT_COLUMNS with `ts`/`ts_first` parsed. Not aliased."""
+    line, for bad ones only), then EVENT_COLUMNS with `ts`/`ts_first` parsed and `groups` in its
+    key form (schema.key_groups). Not aliased."""
     from pyspark.sql import functions as F
 
     ts = F.try_to_timestamp(j["ts"])
@@ -199,6 +202,7 @@ def validated(raw: Column, j: Column) -> dict[str, Column]:
         "ts": ts,
         "ts_first": ts_first,
         **{name: j[name] for name in EVENT_COLUMNS if name not in ("ts", "ts_first")},
+        "groups": key_groups(j["groups"]),
     }
 
 

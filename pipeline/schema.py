@@ -7,10 +7,12 @@ silently different table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
+    from pyspark.sql import Column
+    from pyspark.sql.types import StructField, StructType
 
 SCHEMA_VERSION = 1
 
@@ -24,8 +26,10 @@ ACL_FIELDS = (
     "permission_type",
 )
 
-# The decision key: what an authorizer is asked. Distinct keys are what the what-if evaluates.
-KEY_FIELDS = ("principal", "host", "operation", "resource_type", "resource_name")
+# The decision key: what an authorizer is asked, in the order `Authorizer.authorize` takes it
+# (the session's `groups` last). Distinct keys are what the what-if evaluates. `groups` is the
+# canonical array of `key_groups` (never null); the other fields are strings.
+KEY_FIELDS = ("principal", "host", "operation", "resource_type", "resource_name", "groups")
 
 # Fields without which a line is not a usable event (besides ts, count, schema_version).
 REQUIRED_STRINGS = (
@@ -57,6 +61,39 @@ OPERATIONS = (
 )
 
 CORRUPT_COLUMN = "_corrupt_record"
+
+
+def key_groups(groups: Column) -> Column:
+    """The session's groups as a decision-key column: the event's `groups` sorted, without
+    repeats or null entries, and `[]` (not null) when the line has none or predates the field.
+
+    An array, not a joined string: a group name may hold any character (a token claim, a
+    certificate OU), so no separator is safe, and a string the executors split again could
+    hand the authorizer other groups than the session had. Spark groups, joins, sorts and
+    counts arrays of strings by value, and one canonical form per set of groups makes equal
+    sets equal keys. The cardinality it adds is that of the sessions' distinct group sets per
+    principal (usually one; at most 256 names of 255 characters each, protocol/identity/
+    groups.py). CSV output joins the array with spaces (output.write_csv)."""
+    from pyspark.sql import functions as F
+
+    present = F.coalesce(groups, F.array().cast("array<string>"))
+    return F.array_sort(F.array_distinct(F.array_compact(present)))
+
+
+def session_groups(groups: Iterable[str] | None) -> frozenset[str]:
+    """A key's `groups` (a list from Spark, a tuple, or None) as `Authorizer.authorize` takes
+    them."""
+    return frozenset(g for g in groups if g) if groups else frozenset()
+
+
+def key_struct_fields() -> list[StructField]:
+    """KEY_FIELDS as the non-null fields of a table the executors build (evaluate, deciders)."""
+    from pyspark.sql.types import ArrayType, StringType, StructField
+
+    return [
+        StructField(name, ArrayType(StringType()) if name == "groups" else StringType(), False)
+        for name in KEY_FIELDS
+    ]
 
 
 def acl_entry(

@@ -2,7 +2,8 @@
 
 Recorded decisions are grouped by decision key (and recorded outcome); the distinct keys are
 decided by `authz/` on the executors (evaluate.py) and joined back, so every flip carries how
-many events, which clients and APIs, and when. "to_denied" are the clients that would
+many events, which clients and APIs, and when. The key holds the session's groups
+(schema.KEY_FIELDS): a request its group's ACL allowed is decided again with that group. "to_denied" are the clients that would
 break; "to_allowed" the requests the candidate would newly let through; "dry_run_still_denied"
 were only forwarded because the proxy ran in dry-run mode and would break once it enforces.
 """

@@ -39,8 +39,11 @@ def event(
     ts_first: str | None = None,
     client_id: str = "client-1",
     api: str = "Fetch",
+    groups: list[str] | None = None,
 ) -> dict[str, Any]:
-    return {
+    """One decision line; with `groups` (the session's, `Group:NAME`) it has the field, without
+    it the line is one of before the field existed."""
+    line = {
         "schema_version": 1,
         "ts": ts,
         "ts_first": ts_first,
@@ -61,6 +64,9 @@ def event(
         "rule": rule,
         "acl": acl,
     }
+    if groups is not None:
+        line["groups"] = groups
+    return line
 
 
 def small_log() -> list[dict[str, Any]]:
@@ -119,14 +125,22 @@ def aclgate(
 
 
 def check_decisions(acl_file: Path, keys: list[tuple], *extra: str) -> dict[tuple, dict]:
-    """`aclgate check` on (principal, host, operation, resource_type, resource_name) keys."""
+    """`aclgate check` on (principal, host, operation, resource_type, resource_name) keys, or
+    on decision keys with the session's groups (a sixth item, a tuple: the query's `groups`).
+    The answers are keyed as the keys were given."""
     fields = ("principal", "host", "operation", "resource_type", "resource_name")
-    queries = "".join(json.dumps(dict(zip(fields, k, strict=True))) + "\n" for k in keys)
+
+    def query(k: tuple) -> str:
+        groups = list(k[5]) if len(k) > 5 else []
+        return json.dumps({**dict(zip(fields, k[:5], strict=True)), "groups": groups}) + "\n"
+
+    queries = "".join(query(k) for k in keys)
     result = aclgate("check", "--acl-file", str(acl_file), "--queries", "-", *extra, stdin=queries)
     assert result.returncode == 0, result.stderr
     out = {}
-    for line in result.stdout.splitlines():
+    for key, line in zip(keys, result.stdout.splitlines(), strict=True):
         row = json.loads(line)
-        out[tuple(row[f] for f in fields)] = row
+        assert tuple(row[f] for f in fields) == tuple(key[:5])
+        out[key] = row
     assert len(out) == len(set(keys))
     return out

@@ -25,7 +25,8 @@ OUTSIDE = ("User:alice", "10.2.0.1", "READ", "TOPIC", "orders")
 
 def _decisions(acls_path, cidr: bool) -> dict[tuple, str | None]:
     policy = Policy(load_acls(str(acls_path), cidr).text, cidr_hosts=cidr)
-    return {tuple(row[:5]): row[5] for row in decide(policy, [INSIDE, OUTSIDE])}
+    keys = [(*k, []) for k in (INSIDE, OUTSIDE)]  # a session without groups
+    return {tuple(row[:5]): row[6] for row in decide(policy, keys)}
 
 
 def test_decide_matches_cidr_hosts_only_when_asked_and_as_aclgate_check(tmp_path):

@@ -177,7 +177,7 @@ def test_round_trip_with_aclgate_acls_and_check(spark, sample, dry_run):
     try:
         seen, _ = observations(data.events, include_dry_run_denials=False)
         dry = {
-            Key(*(r[f] for f in Key._fields))
+            Key.of([r[f] for f in Key._fields])
             for r in data.events.filter("decision = 'DENIED' AND NOT enforced").collect()
         }
     finally:

@@ -26,7 +26,14 @@ CORNERS = [
     ("User:analytics", "IDEMPOTENT_WRITE", "CLUSTER", "kafka-cluster"),
     ("User:admin", "ALTER", "CLUSTER", "kafka-cluster"),
 ]
+# Sessions with groups (the key's `groups`): ann reads audit-* only through Group:auditors.
+GROUP_CORNERS = [
+    ("User:ann", "READ", "TOPIC", "audit-log", ["Group:eu", "Group:auditors"]),
+    ("User:ann", "READ", "TOPIC", "audit-log", []),
+    ("User:ann", "DESCRIBE", "TOPIC", "audit-log", ["Group:auditors"]),
+]
 EXTRA_ACLS = [
+    acl_entry("TOPIC", "audit-", "Group:auditors", "READ", "PREFIXED"),
     acl_entry("GROUP", "*", "User:analytics", "READ"),
     acl_entry("TOPIC", "orders.", "User:*", "READ", "PREFIXED", "DENY", host="0:0:0:0:0:0:0:1"),
     acl_entry("TOPIC", "orders.", "User:ANONYMOUS", "ALL", "PREFIXED", host="0:0:0:0:0:0:0:1"),
@@ -45,6 +52,9 @@ def generated(tmp_path_factory):
         event(p, op, rt, name, "DENIED", "DEFAULT_DENY", host=host)
         for p, op, rt, name in CORNERS
         for host in ("10.1.1.1", "0:0:0:0:0:0:0:1")
+    ] + [
+        event(p, op, rt, name, "DENIED", "DEFAULT_DENY", groups=groups)
+        for p, op, rt, name, groups in GROUP_CORNERS
     ]
     write_jsonl(root / "audit" / "corners.jsonl", corners)
     candidate = json.loads((root / "candidate.json").read_text())
@@ -66,9 +76,12 @@ def test_parity_with_aclgate_check(spark, generated, super_users, allow_everyone
         rows = compare(spark, data.events, policy).collect()
     finally:
         data.release()
-    ours = {tuple(r[f] for f in KEY_FIELDS): r for r in rows}
+    ours = {(*(r[f] for f in KEY_FIELDS[:5]), tuple(r["groups"])): r for r in rows}
     assert len(ours) > 150
-    assert {(p, op, rt, n) for p, _, op, rt, n in ours} >= set(CORNERS)
+    assert {(p, op, rt, n) for p, _, op, rt, n, _ in ours} >= set(CORNERS)
+    assert {(p, op, rt, n, g) for p, _, op, rt, n, g in ours if p == "User:ann"} == {
+        (p, op, rt, n, tuple(sorted(g))) for p, op, rt, n, g in GROUP_CORNERS
+    }
     extra = [f"--super-user={u}" for u in super_users]
     if allow_everyone:
         extra.append("--allow-everyone-if-no-acl-found")
@@ -84,5 +97,12 @@ def test_parity_with_aclgate_check(spark, generated, super_users, allow_everyone
     outcomes = {(r["candidate_decision"], r["candidate_rule"]) for r in rows}
     assert ("DENIED", "ACL") in outcomes and ("ALLOWED", "ACL") in outcomes
     assert ("DENIED", "DEFAULT_DENY") in outcomes
+    ann = {(r["operation"], tuple(r["groups"])): r["candidate_decision"] for r in rows
+           if r["principal"] == "User:ann"}  # fmt: skip
+    assert ann == {
+        ("READ", ("Group:auditors", "Group:eu")): "ALLOWED",
+        ("READ", ()): "DENIED",
+        ("DESCRIBE", ("Group:auditors",)): "ALLOWED",  # READ implies DESCRIBE
+    }
     expected_default = ("ALLOWED" if allow_everyone else "DENIED", "NO_ACL_DEFAULT")
     assert expected_default in outcomes
