@@ -129,7 +129,7 @@ oci-image: $(TEST_STAMP)  ## build the OCI image into build/oci and build/aclgat
 	@command -v debootstrap >/dev/null || $(PY) -m tests.deploy.tools
 	$(PY) deploy/oci/build.py --out build/oci --docker-archive build/aclgate-docker.tar $(OCI_ARGS)
 
-test-deploy: $(TEST_STAMP)  ## the tests of deploy/ only (~90 s with caches)
+test-deploy: $(TEST_STAMP) kafka-jars  ## the tests of deploy/ only, the production example served in the image against Kafka included (~90 s with caches)
 	$(VENV)/bin/pytest tests/deploy $(PYTEST_ARGS)
 
 kafka-jars: spark-jars  ## fetch Apache Kafka from Maven Central into tests/kafka/lib (cached)

@@ -12,8 +12,10 @@ image must serve in it or the test fails. Where none does, the image's root file
 with chroot instead, as its user (10001), with its entry point and arguments, and its health
 check command the same way. The test prints which of the two ran, and why not the container.
 
-The build needs root (debootstrap, chroot); the base root filesystem and the dependency wheels
-are cached in .cache/deploy/oci (first build about 3 minutes, then about 30 s).
+The image and podman are the session's (tests/deploy/conftest.py, tests/deploy/oci.py), shared
+with test_example_toml.py. The build needs root (debootstrap, chroot); the base root filesystem
+and the dependency wheels are cached in .cache/deploy/oci (first build about 3 minutes, then
+about 30 s).
 """
 
 from __future__ import annotations
@@ -21,29 +23,21 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
-import resource
-import shutil
 import subprocess
-import sys
 import tarfile
 import tomllib
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aclgate.proxy.demo.embedded_broker import TansuBroker, api_versions_probe, free_port
-from tests.deploy.tools import REPO, Unavailable, install, require, unavailable
+from tests.deploy.oci import Image, Podman, http_status, say
 from tests.fixtures.ports import free_port_block
 from tests.fixtures.wait import wait_until
 
-BUILD = REPO / "deploy" / "oci" / "build.py"
+WHO = "test_oci_image"
 #: what a build leaves behind if it is not cleaned out: compilers, make, pip, apt
 BUILD_TOOLS = (
     "usr/bin/gcc",
@@ -58,39 +52,6 @@ BUILD_TOOLS = (
     "usr/share/python-wheels",
     "usr/lib/python3/dist-packages/pip",
 )
-
-
-class Image:
-    """A built image: its OCI layout and the root filesystem its layer was made from."""
-
-    def __init__(self, layout: Path, rootfs: Path, archive: Path) -> None:
-        self.layout = layout
-        self.rootfs = rootfs
-        self.archive = archive  # the same image for `docker load`/`podman load`
-        blobs = layout / "blobs" / "sha256"
-        (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
-        self.manifest = json.loads((blobs / entry["digest"].split(":")[1]).read_text())
-        self.config = json.loads(
-            (blobs / self.manifest["config"]["digest"].split(":")[1]).read_text()
-        )
-        (layer,) = self.manifest["layers"]
-        self.layer = blobs / layer["digest"].split(":")[1]
-        self.ref = entry["annotations"]["org.opencontainers.image.ref.name"]
-
-
-@pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
-    if os.geteuid() != 0:
-        unavailable("deploy/oci/build.py needs root (debootstrap and chroot)")
-    require("debootstrap")
-    out = tmp_path_factory.mktemp("oci")
-    done = subprocess.run(
-        [sys.executable, str(BUILD), "--out", str(out / "layout"), "--compress-level", "1",
-         "--keep-rootfs", str(out / "rootfs"), "--docker-archive", str(out / "image.tar")],
-        capture_output=True, text=True, timeout=1200, cwd=REPO,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return Image(out / "layout", out / "rootfs", out / "image.tar")
 
 
 def test_the_layout_is_a_valid_oci_image(image: Image) -> None:
@@ -144,104 +105,6 @@ def _chroot(image: Image, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def _hard_limit(kind: int, most: int) -> int:
-    """This process's hard limit, at most `most`: what a container may be given here."""
-    hard = resource.getrlimit(kind)[1]
-    return most if hard == resource.RLIM_INFINITY or hard > most else hard
-
-
-@dataclass
-class Podman:
-    """podman with its own image store in the test's temporary directory (the machine's is left
-    alone) and the image loaded into it; `flags` start a container here, None when none did
-    (`failed` says how each attempt failed)."""
-
-    command: list[str]
-    image: str = ""
-    flags: list[str] | None = None
-    #: the host's address as the containers see it (host.containers.internal)
-    host_address: str = ""
-    failed: list[str] = field(default_factory=list)
-
-    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.command, *args], capture_output=True, text=True, timeout=timeout
-        )
-
-    def candidates(self, runc: str) -> list[list[str]]:
-        """`podman run` flags to try, the plainest first. podman asks for 1,048,576 open files
-        (and, once any --ulimit is given, as many processes) whatever the machine allows, and
-        may not raise a limit where the machine is itself a container; crun (podman's default
-        runtime) refuses cgroup v1 with controllers on the v2 hierarchy, runc does not."""
-        files = _hard_limit(resource.RLIMIT_NOFILE, int(Path("/proc/sys/fs/nr_open").read_text()))
-        procs = _hard_limit(
-            resource.RLIMIT_NPROC, int(Path("/proc/sys/kernel/pid_max").read_text())
-        )
-        limits = ["--ulimit", f"nofile={files}:{files}", "--ulimit", f"nproc={procs}:{procs}"]
-        return [[], limits, ["--runtime", runc, *limits]]
-
-    def describe(self) -> str:
-        assert self.flags is not None
-        return " ".join(["podman run", *self.flags])
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip() and "level=" not in line]
-    return lines[-1] if lines else text.strip()[-300:]
-
-
-@pytest.fixture(scope="module")
-def podman(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
-    """podman and runc (installed when missing: a failed install fails the test under CI),
-    the image loaded from its docker archive (which keeps its health check), and the first
-    `podman run` flags with which a container from it starts here (`cat /etc/hosts`, which
-    also tells the host's address as the containers see it)."""
-    store = tmp_path_factory.mktemp("podman")
-    try:
-        found = Podman([install("podman"), "--root", str(store / "root"),
-                        "--runroot", str(store / "run")])  # fmt: skip
-        runc = install("runc")
-    except (Unavailable, subprocess.TimeoutExpired) as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"podman or runc is not available: {exc}")
-        yield Podman([], failed=[f"podman or runc is not available: {exc}"])
-        return
-    try:
-        loaded = found("load", "-q", "-i", str(image.archive), timeout=600)
-        assert loaded.returncode == 0, loaded.stderr
-        found.image = loaded.stdout.strip().rsplit(" ", 1)[-1]  # Loaded image: localhost/...
-        for flags in found.candidates(runc):
-            tried = found("run", "--rm", *flags, "--entrypoint", "/bin/cat", found.image,
-                          "/etc/hosts")  # fmt: skip
-            if tried.returncode == 0:
-                hosts = [line.split() for line in tried.stdout.splitlines()]
-                (found.host_address,) = [h[0] for h in hosts if "host.containers.internal" in h]
-                found.flags = flags
-                break
-            found.failed.append(f"{' '.join(['podman run', *flags])}: {_last_line(tried.stderr)}")
-        yield found
-    finally:
-        found("rm", "--all", "--force")
-        found("rmi", "--all", "--force")
-        shutil.rmtree(store, ignore_errors=True)
-
-
-def _say(capsys: pytest.CaptureFixture[str], text: str) -> None:
-    """A line in the test run's output whatever its capture (which way the image ran)."""
-    with capsys.disabled():
-        print(f"\n[test_oci_image] {text}", flush=True)
-
-
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return 0
-
-
 def test_the_image_serves_and_its_health_check_follows_readyz(
     image: Image,
     podman: Podman,
@@ -254,12 +117,12 @@ def test_the_image_serves_and_its_health_check_follows_readyz(
     up, the health check failing before and passing after."""
     if podman.flags is not None:
         request.node.user_properties.append(("ran", podman.describe()))
-        _say(capsys, f"the image ran as a container: {podman.describe()}"
+        say(capsys, WHO, f"the image ran as a container: {podman.describe()}"
              + "".join(f"\n  (failed first: {why})" for why in podman.failed))  # fmt: skip
         _serve_in_a_container(image, podman, tmp_path)
     else:
         request.node.user_properties.append(("ran", "chroot"))
-        _say(capsys, "no container starts here, the image's root filesystem ran with chroot:"
+        say(capsys, WHO, "no container starts here, the image's root filesystem ran with chroot:"
              + "".join(f"\n  {why}" for why in podman.failed))  # fmt: skip
         _serve_with_chroot(image, request.getfixturevalue("tansu"), tmp_path)
 
@@ -288,9 +151,9 @@ def _serve_in_a_container(image: Image, podman: Podman, tmp_path: Path) -> None:
         return podman("healthcheck", "run", name, timeout=30).returncode == 0
 
     try:
-        wait_until(lambda: _status(f"{health}/healthz") == 200, timeout=60, what="/healthz")
+        wait_until(lambda: http_status(f"{health}/healthz") == 200, timeout=60, what="/healthz")
         # serving, but no cluster yet: not ready, and the image's health check says so
-        assert _status(f"{health}/readyz") == 503
+        assert http_status(f"{health}/readyz") == 503
         assert not healthy()
         pid = podman("inspect", "--format", "{{.State.Pid}}", name).stdout.strip()
         status = dict(
@@ -302,8 +165,8 @@ def _serve_in_a_container(image: Image, podman: Podman, tmp_path: Path) -> None:
         with TansuBroker(host=podman.host_address, port=upstream,
                          log_path=tmp_path / "tansu.log"):  # fmt: skip
             wait_until(healthy, timeout=60, interval=0.5, what="the image's health check")
-            assert _status(f"{health}/readyz") == 200
-            assert _status(f"{health}/healthz") == 200
+            assert http_status(f"{health}/readyz") == 200
+            assert http_status(f"{health}/healthz") == 200
             assert api_versions_probe("127.0.0.1", port, timeout=5)  # the client port
             stopped = podman("stop", "--time", "30", name, timeout=60)
             assert stopped.returncode == 0, stopped.stderr
@@ -339,8 +202,8 @@ def _serve_with_chroot(image: Image, tansu: Any, tmp_path: Path) -> None:
     ) as proc:
         try:
             wait_until(healthy, timeout=30, what="the image's health check")
-            assert _status(f"http://127.0.0.1:{port + 1}/readyz") == 200
-            assert _status(f"http://127.0.0.1:{port + 1}/healthz") == 200
+            assert http_status(f"http://127.0.0.1:{port + 1}/readyz") == 200
+            assert http_status(f"http://127.0.0.1:{port + 1}/healthz") == 200
         finally:
             proc.terminate()
             assert proc.wait(timeout=30) == 0, (tmp_path / "serve.log").read_text()
