@@ -55,8 +55,15 @@ def test_quick_run_writes_json_markdown_and_plot(tmp_path):
     for key in ("cpu_model", "cores", "python", "uvloop", "kio", "loadavg_before", "loadavg_after"):
         assert env[key], key
 
+    cpu = data["cpu"]["per_request"]
+    for path in ("relay", "aclgate"):  # each proxy's own CPU per request, every request type
+        for kind in ("metadata", "produce", "produce_v11", "fetch_v17"):
+            assert cpu[path][kind]["median"] > 0, (path, kind)
+    assert set(data["cpu"]["vs_relay"]) >= {"aclgate"}
+
     md = (out / "latency.md").read_text()
     assert md.startswith("# Latency")
+    assert "| CPU µs per request |" in md
     for label in ("Direct to tansu", "Relay, protocol, uvloop (floor)", "aclgate"):
         assert f"| {label}" in md or f"| **{label}**" in md
     assert "How to read it" in md
@@ -67,3 +74,36 @@ def test_quick_run_writes_json_markdown_and_plot(tmp_path):
         return  # the plot needs the bench extra; `make test` does not install it
     png = (out / "latency.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+def test_before_runs_another_commit_in_the_same_rounds(tmp_path):
+    """`--before REV`: aclgate at REV (a worktree, removed afterwards) is one more path of
+    every round, and the report pairs it with today's aclgate."""
+    out = tmp_path / "results"
+    worktrees_before = _worktrees()
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "bench.latency", "--quick", "--no-acls", "--before", "HEAD"),
+            *("--requests", "30", "--rate", "2000", "--out", str(out)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads((out / "latency.json").read_text())
+    assert data["config"]["paths"] == ["direct", "relay", "aclgate", "aclgate@HEAD"]
+    for entry in data["rounds"]:
+        assert entry["results"]["aclgate@HEAD"]["produce"]["n"] == 30
+    paired = data["added_vs_before"]["aclgate"]["fetch_v17"]["p50"]["paired"]
+    assert paired["min"] <= paired["median"] <= paired["max"]
+    assert "fetch_v17" in data["cpu"]["vs_before"]["aclgate"]
+    assert "## Before and after (`--before`)" in (out / "latency.md").read_text()
+    assert _worktrees() == worktrees_before  # the worktree is gone
+
+
+def _worktrees() -> str:
+    return subprocess.run(
+        ["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
