@@ -2,7 +2,7 @@
 
 Running out of descriptors is worse than refusing a connection: uvloop (libuv) then accepts
 and drops pending connections silently, and every other socket the proxy needs (upstream
-connections, the control connection, the metrics endpoint, the ACL file) fails too. So the
+connections, the two control connections, the metrics endpoint, the ACL file) fails too. So the
 proxy raises its soft limit to the hard limit at start, and refuses client connections itself,
 counted and logged, before the limit is reached.
 """
@@ -53,7 +53,7 @@ def open_fd_count() -> int:
 
 def connection_budget(limit: int, in_use: int) -> int:
     """Client connections that fit under `limit` descriptors with `in_use` already taken,
-    keeping a reserve for listeners, the control connection, the metrics endpoint and files.
+    keeping a reserve for listeners, the two control connections, the metrics endpoint and files.
     0 means no budget is known (no limit applied)."""
     if limit <= 0 or in_use < 0:
         return 0

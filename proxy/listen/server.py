@@ -90,8 +90,18 @@ class ProxyServer:
         self.metrics = metrics or ProxyMetrics()
         self.security = build_listener_security(config, self.metrics)
         self.connector = UpstreamConnector(config.connect_timeout, build_upstream_security(config))
+        #: the proxy's own requests: the cluster check, topic-id lookups and partition
+        #: counts, which the data path of every client waits for
         self.control = ControlClient(
             config.upstream, self.connector, timeout=config.connect_timeout
+        )
+        #: requests clients cause in bulk (all-topics listings for regex subscriptions,
+        #: DescribeTopicPartitions pages and other AskCluster requests, auto-creation): on a
+        #: connection of their own, so a client asking many of them queues behind its own
+        #: kind, never in front of another client's topic-id lookup or the cluster check
+        #: (one request at a time per connection, as a broker serves one per connection)
+        self.bulk = ControlClient(
+            config.upstream, self.connector, "aclgate-bulk", timeout=config.connect_timeout
         )
         self.connections: set[ClientConnection] = set()
         #: client address -> open connections (only with max_connections_per_ip)
@@ -499,6 +509,7 @@ class ProxyServer:
         if self.health:
             await self.health.close()
         await self.control.close()
+        await self.bulk.close()
         self.recorder.denial_log.flush()  # the last second's summary line
         self.log_limiter.flush()  # and the held-back lines' summaries
         if self.audit is not None:
@@ -924,7 +935,7 @@ class ProxyServer:
 
         async def listing() -> None:
             try:
-                metadata = await self.control.metadata(None)
+                metadata = await self.bulk.metadata(None)
                 names = frozenset(t.name for t in metadata.topics if t.error_code == 0 and t.name)
                 for topic in metadata.topics:
                     self.policy.topic_ids.learn(getattr(topic, "topic_id", None), topic.name)
@@ -947,17 +958,17 @@ class ProxyServer:
         self._spawn(listing())
 
     def ask_cluster(self, request: Any, expected: type, done: Callable[[Any], None]) -> None:
-        """Send one request as the proxy itself on the control connection (AskCluster):
+        """Send one request as the proxy itself on the bulk control connection (AskCluster):
         `done` gets the answer, or None when it failed or is not an `expected`."""
 
         async def ask() -> None:
             answer = None
             try:
-                answer = await self.control.request(request)
+                answer = await self.bulk.request(request)
             except Exception as exc:
                 self.log_refusal(
                     "ask_cluster",
-                    f"api_key={request.__api_key__} on the control connection failed: {exc!r}",
+                    f"api_key={request.__api_key__} on the bulk control connection failed: {exc!r}",
                     logger=log.name,
                 )
             done(answer if isinstance(answer, expected) else None)
@@ -990,7 +1001,7 @@ class ProxyServer:
 
         async def create() -> None:
             try:
-                answer = await self.control.metadata(sorted(names), auto_create=True)
+                answer = await self.bulk.metadata(sorted(names), auto_create=True)
             except Exception as exc:
                 self.log_refusal(
                     "auto_create_failed",

@@ -367,16 +367,14 @@ def test_a_sealed_cursor_opens_only_in_the_proxy_that_sealed_it(
 def test_without_the_control_connection_the_clients_upstream_pages_as_before(
     proxies: Any, reset: Broker, cluster: ScriptedCluster
 ) -> None:
-    """The cluster cannot be asked on the control connection: the request goes up the
+    """The cluster cannot be asked on the bulk control connection: the request goes up the
     client's own connection as it is, and its one page comes back filtered, with the
     broker's cursor sealed when it names a hidden topic (short pages, never a hidden name)."""
     node = cluster.nodes[0]
 
     def control_fails(node: Any, header: Any, request: Any) -> Any:
         return (
-            "close"
-            if header.client_id == "aclgate-control"
-            else reset.answer(node, header, request)
+            "close" if header.client_id == "aclgate-bulk" else reset.answer(node, header, request)
         )
 
     node.script[75] = control_fails
@@ -389,4 +387,4 @@ def test_without_the_control_connection_the_clients_upstream_pages_as_before(
     assert first[0] == [("b-pub", [0, 1, 2])]
     assert first[1] is not None and first[1][0].startswith(PREFIX)
     clients = [h.client_id for h, _ in list(node.requests) if h.api_key == 75]
-    assert clients.count("aclgate-control") == 2 and clients[-1] != "aclgate-control"
+    assert clients.count("aclgate-bulk") == 2 and clients[-1] != "aclgate-bulk"

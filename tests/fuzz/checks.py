@@ -38,7 +38,7 @@ from .corpus import API_VERSIONS, SASL_HANDSHAKE, SIZE, Parsed, parse, split_fra
 
 REPO = Path(__file__).resolve().parents[2]
 #: client ids of the proxy's own upstream connections (proxy/upstream/connector.py)
-CONTROL_CLIENT_IDS = ("aclgate", "aclgate-control")
+CONTROL_CLIENT_IDS = ("aclgate", "aclgate-control", "aclgate-bulk")
 #: targets whose cases are never authenticated: nothing of theirs may reach the cluster
 UNAUTHENTICATED = ("sasl-pre",)
 #: the closes without a `kind` that are not a problem (the proxy's INFO close line): Kafka's

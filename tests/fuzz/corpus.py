@@ -25,7 +25,7 @@ from tests.fixtures.scripted_broker import _defaults
 
 SIZE = struct.Struct(">i")
 I16 = struct.Struct(">h")
-#: client_id of every fuzz frame (the proxy's own connections use "aclgate", "aclgate-control")
+#: client_id of every fuzz frame (the proxy's own connections use "aclgate", "aclgate-control", "aclgate-bulk")
 CLIENT_ID = "fuzz"
 #: correlation ids: case * STRIDE + position of the frame in the case; the sentinel is last
 STRIDE = 16
