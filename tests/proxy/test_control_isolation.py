@@ -2,7 +2,7 @@
 DescribeTopicPartitions pages, auto-creation) goes on a control connection of its own: a
 broker serves one request per connection at a time, so on a shared connection a slow listing
 would hold every other client's topic-id lookup, and the proxy's cluster check, behind it
-(docs/design.md, "One upstream connection per client connection")."""
+(docs/design.md, "The shape of it")."""
 
 from __future__ import annotations
 
