@@ -93,6 +93,9 @@ LABELS = {
     "aclgate-nosplice": "aclgate --splice-min-bytes 0",
 }
 PROXIES = ("relay", "aclgate", "aclgate-nosplice")
+#: the path of `--before REV`: aclgate (zero-copy on) at another commit, from a worktree
+BEFORE = "aclgate-before"
+ROOT = Path(__file__).resolve().parent.parent
 #: each path's correlation ids: (index + 1) * ID_BLOCK + n, so a capture tells paths apart
 ID_BLOCK = 10_000_000
 #: the Java consumer's defaults: fetch.max.bytes, max.partition.fetch.bytes
@@ -736,6 +739,19 @@ def aggregate(
                 ),
                 3,
             )
+        if path == "aclgate" and BEFORE in paths:  # today's minus --before's, paired
+            before = [r["rtt"][BEFORE] for r in rounds]
+            cell["p50_vs_before"] = _stats(
+                [x["rtt"]["p50"] - y["rtt"]["p50"] for x, y in zip(runs, before, strict=True)]
+            )
+            cell["cpu_vs_before"] = _stats(
+                [
+                    x["proxy_cpu_us_per_fetch"] - y["proxy_cpu_us_per_fetch"]
+                    for x, y in zip(runs, before, strict=True)
+                    if "proxy_cpu_us_per_fetch" in x and "proxy_cpu_us_per_fetch" in y
+                ]
+                or [0.0]
+            )
         cpu = [x["proxy_cpu_us_per_fetch"] for x in runs if "proxy_cpu_us_per_fetch" in x]
         if cpu and path != "direct":
             cell["proxy_cpu_us_per_fetch"] = _stats(cpu)
@@ -853,6 +869,12 @@ def markdown(data: dict[str, Any]) -> str:
                 f"* {LABELS[path]} over the relay, paired per round: p50 "
                 f"{_cell(c['added_p50_vs_relay'], True)} µs, implied rate "
                 f"{c['implied_ratio_vs_relay']:.2f}x the relay's."
+            )
+        if "p50_vs_before" in c:
+            lines.append(
+                f"* {LABELS[path]} minus {LABELS[BEFORE]}, paired per round: round trip p50 "
+                f"{_cell(c['p50_vs_before'], True)} µs, proxy CPU per fetch "
+                f"{_cell(c['cpu_vs_before'], True)} µs."
             )
         if "spliced_share" in c:
             lines.append(
@@ -1020,6 +1042,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--stem", default="fetch_timing")
     parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also measure aclgate (zero-copy on) at commit REV, from a git worktree of it, "
+        "as one more path of the same rounds, paired with today's",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="1 round, 8 MB, 30 fetches per phase, to a temporary directory",
@@ -1058,6 +1086,10 @@ def main(argv: list[str] | None = None) -> int:
         paths.append("aclgate-nosplice")
     else:
         notes.append("No `--splice-min-bytes 0` path: this checkout's aclgate has no such flag.")
+    if args.before:
+        paths.append(BEFORE)
+        LABELS[BEFORE] = f"aclgate at {args.before}"
+    worktrees: list[Path] = []
     rounds: list[dict[str, Any]] = []
     endpoints: dict[str, int] = {}  # each path's port, and the broker's (to read a kept pcap)
     with tempfile.TemporaryDirectory(prefix="aclgate-fetch-timing-") as tmp:
@@ -1095,6 +1127,18 @@ def main(argv: list[str] | None = None) -> int:
             if "aclgate-nosplice" in paths:
                 services["aclgate-nosplice"] = start_aclgate(
                     "aclgate-nosplice", bootstrap, acl_file, work, ["--splice-min-bytes", "0"]
+                )
+            if args.before:  # aclgate at another commit, from a worktree of it
+                before_code = work / "before"
+                subprocess.run(
+                    ["git", "worktree", "add", "-f", "--detach", str(before_code), args.before],
+                    cwd=ROOT,
+                    check=True,
+                    capture_output=True,
+                )
+                worktrees.append(before_code)
+                services[BEFORE] = start_aclgate(
+                    BEFORE, bootstrap, acl_file, work, [], code=before_code
                 )
             address = {"direct": bootstrap} | {n: s.address for n, s in services.items()}
             ports = {p: int(address[p].rsplit(":", 1)[1]) for p in paths}
@@ -1138,6 +1182,13 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for service in services.values():
                 service.stop()
+            for worktree in worktrees:
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(worktree)],
+                    cwd=ROOT,
+                    check=False,
+                    capture_output=True,
+                )
             cluster.stop()
     env["loadavg_after"] = _loadavg()
     notes += _notes(args, env, rounds)

@@ -326,7 +326,11 @@ def free_base_port() -> int:
     raise RuntimeError("no 10 consecutive free ports")
 
 
-def start_aclgate(name: str, upstream: str, acl_file: Path, work: Path, extra: list[str]) -> Any:
+def start_aclgate(
+    name: str, upstream: str, acl_file: Path, work: Path, extra: list[str], code: Path | None = None
+) -> Any:
+    """`aclgate serve` in front of `upstream`, from this checkout or from `code` (a worktree
+    of another commit: bench.fetch_timing's --before)."""
     port, node1 = free_port(), free_port()
     first = node1 - 1  # port_for_node: FIRST + node id, and the 1-node cluster's id is 1
     argv = [
@@ -338,7 +342,11 @@ def start_aclgate(name: str, upstream: str, acl_file: Path, work: Path, extra: l
     tls = "SASL_SSL" in extra
     metrics = free_port()
     argv += ["--metrics-listen", f"127.0.0.1:{metrics}"]
-    service = Service(name, argv, port, work)
+    service = (
+        Service(name, argv, port, work)
+        if code is None
+        else Service(name, argv, port, work, code=code)
+    )
     service.metrics_port = metrics
     service.launch()
     if tls:
