@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
+from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
 from aclgate.protocol.addresses import (
@@ -156,7 +157,7 @@ def produce_acks(frame: Frame, header: RequestHeader) -> int:
             off += 2 + max(n, 0)
         acks: int = _I16.unpack_from(frame, off)[0]
         return acks
-    except (struct.error, ValueError, IndexError) as exc:
+    except (struct.error, ValueError, IndexError, SerialError) as exc:  # a cut-off varint
         raise MalformedRequest(f"cannot read Produce acks: {exc}") from exc
 
 

@@ -55,7 +55,7 @@ def peek_produce(frame: Frame, header: RequestHeader) -> tuple[int, str | uuid.U
         if v == _BY_ID:
             return _flexible(frame, header.body_offset, by_id=True)
         return (_flexible if header.flexible else _legacy)(frame, header.body_offset)
-    except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
+    except (IndexError, ValueError, struct.error, SerialError):  # UnicodeDecodeError too
         return None
 
 

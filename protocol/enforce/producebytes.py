@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
+from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
 from aclgate.protocol.codec import encode_entity, frame_with_size
@@ -102,7 +103,8 @@ def walking(frame: Frame, header: RequestHeader) -> Generator[None, None, Walked
         return None
     try:
         return (yield from _walk(frame, header.body_offset, v >= FLEXIBLE, v >= BY_ID))
-    except (IndexError, ValueError, struct.error) as exc:  # UnicodeDecodeError: a ValueError
+    # UnicodeDecodeError is a ValueError; kio's SerialError: a varint cut off by the frame's end
+    except (IndexError, ValueError, struct.error, SerialError) as exc:
         raise MalformedRequest(f"cannot walk the Produce request: {exc!r}") from exc
 
 

@@ -356,6 +356,28 @@ def test_null_arrays_close_as_malformed(case):
     assert not h.io.upstream and not h.io.client
 
 
+#: found by test_mutated_requests_fail_closed in a clean clone's CI run: a Produce v12 whose
+#: frame ends in the first byte of a two-byte varint (a record set's length), which kio's
+#: varint reader refuses with its own SerialError, not an IndexError
+CUT_OFF_VARINTS = [
+    (
+        0,
+        "partial",
+        b'\x00\x00\x00"\x00\x00\x00\x0c\x00\x00\x03\xe8\x00\x07aclgate\x00\x00\xff\xff'
+        b"\x00\x00\x03\xe8\x02\x02t\x02\x00\x00\x00\x00\x80",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CUT_OFF_VARINTS)
+def test_a_varint_cut_off_by_the_frame_end_closes_as_malformed(case):
+    _key, profile, data, cut = case
+    h = run(profile, data, cut)
+    assert h.io.closed is not None and h.io.closed[1] == "malformed_request", h.io.closed
+    assert not h.io.upstream and not h.io.client
+
+
 @settings(
     max_examples=3000,
     deadline=None,
@@ -368,5 +390,5 @@ def test_mutated_requests_fail_closed(case):
     run(profile, data, cut)
 
 
-for _case in NULL_ARRAYS:
+for _case in (*NULL_ARRAYS, *CUT_OFF_VARINTS):
     test_mutated_requests_fail_closed = example(case=_case)(test_mutated_requests_fail_closed)

@@ -139,5 +139,8 @@ def test_no_request_at_its_limit_holds_the_loop_past_the_budget(
 ) -> None:
     frame, count = _frame(api_key, version, field, item, limit)
     assert len(frame) - 4 <= limit
-    best, _answer = in_process_ms(frame, tries=2, closes=True)  # the longest turn; best of 2 runs
+    # the longest turn, best of 4 runs: under `make test` the other xdist worker's tests share
+    # the 2 cores, and CPU time grows with them (a clean clone's CI run measured DescribeGroups
+    # v6 at 81.6 ms with 2 runs; 33-39 ms here alone)
+    best, _answer = in_process_ms(frame, tries=4, closes=True)
     assert best <= BUDGET_MS, f"{count} entries, {len(frame)} bytes: {best:.1f} ms"
