@@ -70,10 +70,8 @@ from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.fetch.v17 import response as fetch_resp
 from kio.static.primitive import i32, i32Timedelta, i64
 
-from aclgate.proxy.demo.embedded_broker import free_port
 from bench.latency import (
     RESULTS,
-    Service,
     _cpu_pressure,
     _loadavg,
     _process_tree,
@@ -84,7 +82,7 @@ from bench.latency import (
     percentile,
     topic_id_of,
 )
-from bench.recording import measured_code, write_results
+from bench.recording import commit_worktree, measured_code, write_results
 
 LABELS = {
     "direct": "Direct to Kafka",
@@ -95,7 +93,6 @@ LABELS = {
 PROXIES = ("relay", "aclgate", "aclgate-nosplice")
 #: the path of `--before REV`: aclgate (zero-copy on) at another commit, from a worktree
 BEFORE = "aclgate-before"
-ROOT = Path(__file__).resolve().parent.parent
 #: each path's correlation ids: (index + 1) * ID_BLOCK + n, so a capture tells paths apart
 ID_BLOCK = 10_000_000
 #: the Java consumer's defaults: fetch.max.bytes, max.partition.fetch.bytes
@@ -1075,7 +1072,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from bench.throughput import free_base_port, start_aclgate, write_acls
+    from bench.throughput import free_base_port, start_aclgate, start_relay, write_acls
     from tests.kafka.cluster import KafkaCluster, kafka_version
 
     env = environment()
@@ -1089,7 +1086,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.before:
         paths.append(BEFORE)
         LABELS[BEFORE] = f"aclgate at {args.before}"
-    worktrees: list[Path] = []
+    worktrees = contextlib.ExitStack()  # --before's
     rounds: list[dict[str, Any]] = []
     endpoints: dict[str, int] = {}  # each path's port, and the broker's (to read a kept pcap)
     with tempfile.TemporaryDirectory(prefix="aclgate-fetch-timing-") as tmp:
@@ -1110,33 +1107,14 @@ def main(argv: list[str] | None = None) -> int:
             topic_id = topic_id_of(bootstrap, topic)
             acl_file = work / "acls.json"
             write_acls(acl_file, args.unrelated_acls)
-            relay_port = free_port()
-            services["relay"] = Service(
-                "relay",
-                [
-                    sys.executable,
-                    *("-m", "bench.relay", "--listen", f"127.0.0.1:{relay_port}"),
-                    *("--upstream", bootstrap),
-                ],
-                relay_port,
-                work,
-            )
-            services["relay"].launch()
-            services["relay"].wait_ready()
+            services["relay"] = start_relay(bootstrap, work)
             services["aclgate"] = start_aclgate("aclgate", bootstrap, acl_file, work, [])
             if "aclgate-nosplice" in paths:
                 services["aclgate-nosplice"] = start_aclgate(
                     "aclgate-nosplice", bootstrap, acl_file, work, ["--splice-min-bytes", "0"]
                 )
             if args.before:  # aclgate at another commit, from a worktree of it
-                before_code = work / "before"
-                subprocess.run(
-                    ["git", "worktree", "add", "-f", "--detach", str(before_code), args.before],
-                    cwd=ROOT,
-                    check=True,
-                    capture_output=True,
-                )
-                worktrees.append(before_code)
+                before_code = worktrees.enter_context(commit_worktree(args.before, work / "before"))
                 services[BEFORE] = start_aclgate(
                     BEFORE, bootstrap, acl_file, work, [], code=before_code
                 )
@@ -1182,13 +1160,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for service in services.values():
                 service.stop()
-            for worktree in worktrees:
-                subprocess.run(
-                    ["git", "worktree", "remove", "--force", str(worktree)],
-                    cwd=ROOT,
-                    check=False,
-                    capture_output=True,
-                )
+            worktrees.close()
             cluster.stop()
     env["loadavg_after"] = _loadavg()
     notes += _notes(args, env, rounds)

@@ -18,6 +18,7 @@ Writes bench/results/groups.json and bench/results/groups.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.latency import environment
-from bench.recording import measured_code, write_results
+from bench.recording import commit_worktree, measured_code, write_results
 
 RESULTS = Path(__file__).parent / "results"
 NAME = "foo-bar35_resource-95"
@@ -112,30 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(__file__).resolve().parent.parent
     rounds: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as worktrees:
         before_path = None
         if args.before:
-            worktree = Path(tmp) / "before"
-            subprocess.run(
-                ["git", "worktree", "add", "-f", "--detach", str(worktree), args.before],
-                cwd=root, check=True, capture_output=True,
-            )  # fmt: skip
+            worktree = worktrees.enter_context(commit_worktree(args.before, Path(tmp) / "before"))
             # the old tree's aclgate package, this tree's bench (the measuring code)
             before_path = f"{worktree}:{root}"
-        try:
-            for number in range(1, args.rounds + 1):
-                if before_path is not None:
-                    for key, value in _run(before_path, False).items():
-                        rounds.setdefault(f"before ({args.before}): {key}", []).append(value)
-                for key, value in _run(None, True).items():
-                    rounds.setdefault(key, []).append(value)
-                print(f"round {number}/{args.rounds} done", file=sys.stderr, flush=True)
-        finally:
+        for number in range(1, args.rounds + 1):
             if before_path is not None:
-                subprocess.run(
-                    ["git", "worktree", "remove", "--force", str(Path(tmp) / "before")],
-                    cwd=root, check=False, capture_output=True,
-                )  # fmt: skip
+                for key, value in _run(before_path, False).items():
+                    rounds.setdefault(f"before ({args.before}): {key}", []).append(value)
+            for key, value in _run(None, True).items():
+                rounds.setdefault(key, []).append(value)
+            print(f"round {number}/{args.rounds} done", file=sys.stderr, flush=True)
     import datetime as dt
 
     env = {**environment(), "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")}

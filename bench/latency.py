@@ -68,6 +68,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from aclgate.proxy.demo.embedded_broker import TansuBroker, api_versions_probe, free_port
+from bench.recording import commit_worktree
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -1190,7 +1191,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     services: list[Service] = []
-    worktrees: list[Path] = []
+    worktrees = contextlib.ExitStack()  # --before's
     rounds: list[dict[str, Any]] = []
     with TansuBroker(log_path=work / "tansu.log") as broker:
         try:
@@ -1233,14 +1234,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             if args.before:
-                before_code = work / "before"
-                subprocess.run(
-                    ["git", "worktree", "add", "-f", "--detach", str(before_code), args.before],
-                    cwd=ROOT,
-                    check=True,
-                    capture_output=True,
-                )
-                worktrees.append(before_code)
+                before_code = worktrees.enter_context(commit_worktree(args.before, work / "before"))
                 port = free_port()
                 services.append(
                     Service(
@@ -1283,13 +1277,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for service in services:
                 service.stop()
-            for worktree in worktrees:
-                subprocess.run(
-                    ["git", "worktree", "remove", "--force", str(worktree)],
-                    cwd=ROOT,
-                    check=False,
-                    capture_output=True,
-                )
+            worktrees.close()
 
     shutil.rmtree(work, ignore_errors=True)  # kept (and named above) only when a run fails
     env["loadavg_after"] = _loadavg()

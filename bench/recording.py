@@ -7,9 +7,14 @@ changes when it started (bench.latency.environment()).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def measured_code(env: dict[str, Any]) -> str:
@@ -30,3 +35,21 @@ def write_results(
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(data, indent=indent) + "\n")
     (out / f"{stem}.md").write_text(markdown)
+
+
+@contextlib.contextmanager
+def commit_worktree(rev: str, path: Path) -> Iterator[Path]:
+    """A git worktree of this checkout at `rev`, at `path`, removed on the way out: the code a
+    benchmark's `--before REV` measures beside today's (its aclgate package imported first
+    through PYTHONPATH; bench.latency, bench.fetch_timing, bench.groups)."""
+    subprocess.run(
+        ["git", "worktree", "add", "-f", "--detach", str(path), rev],
+        cwd=ROOT, check=True, capture_output=True,
+    )  # fmt: skip
+    try:
+        yield path
+    finally:
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", str(path)],
+            cwd=ROOT, check=False, capture_output=True,
+        )  # fmt: skip

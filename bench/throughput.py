@@ -326,6 +326,16 @@ def free_base_port() -> int:
     raise RuntimeError("no 10 consecutive free ports")
 
 
+def start_relay(upstream: str, work: Path, port: int | None = None) -> Any:
+    """The bare relay (bench/relay.py, the floor of any Python hop) in front of `upstream`."""
+    port = port or free_port()
+    argv = [sys.executable, "-m", "bench.relay", "--listen", f"127.0.0.1:{port}"]
+    service = Service("relay", [*argv, "--upstream", upstream], port, work)
+    service.launch()
+    service.wait_ready()
+    return service
+
+
 def start_aclgate(
     name: str, upstream: str, acl_file: Path, work: Path, extra: list[str], code: Path | None = None
 ) -> Any:
@@ -606,18 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         clients: dict[str, Client] = {"direct": Client(), "aclgate": Client()}
         upstream, security = cluster.internal.bootstrap, []
         if "relay" in paths:
-            services["relay"] = Service(
-                "relay",
-                [
-                    sys.executable,
-                    *("-m", "bench.relay", "--listen", f"127.0.0.1:{relay_port}"),
-                    *("--upstream", f"127.0.0.1:{base}"),
-                ],
-                relay_port,
-                work,
-            )
-            services["relay"].launch()
-            services["relay"].wait_ready()
+            services["relay"] = start_relay(f"127.0.0.1:{base}", work, relay_port)
         if args.tls:
             clients, security = tls_setup(cluster, work)
             upstream = cluster.listener("SASL_SSL").bootstrap
