@@ -114,10 +114,16 @@ valgrind:  ## install valgrind when missing (apt-get; the instruction-count guar
 	@command -v valgrind >/dev/null || { $$(command -v sudo) apt-get update -qq && $$(command -v sudo) apt-get install -y -qq valgrind; }
 
 bench-instructions: $(TEST_STAMP) valgrind  ## instructions per request (sans-IO and aclgate serve, callgrind; ~2 min), printed
-	$(PY) -m bench.instructions --serve $(BENCH_ARGS)
+	$(PY) -m bench.instructions --serve --compiled $(BENCH_ARGS)
 
 bench-instructions-baseline: $(TEST_STAMP) valgrind  ## re-record bench/results/instructions.json, the guard's baseline (say why in the commit)
-	$(PY) -m bench.instructions --serve --syscalls --runs 3 --out bench/results $(BENCH_ARGS)
+	$(PY) -m bench.instructions --serve --compiled --syscalls --runs 3 --out bench/results $(BENCH_ARGS)
+
+# The compiled hot path (aclgate/native.py; docs/design.md, "The compiled hot path"): mypyc
+# compiles the hot modules to C extensions; needs a C compiler and Python's headers.
+.PHONY: wheel-compiled
+wheel-compiled: $(TEST_STAMP)  ## build dist/aclgate-*.whl with the hot path compiled by mypyc (~1 min)
+	ACLGATE_MYPYC=1 $(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
 
 # Packaged artefacts (docs/deploy.md): the systemd unit, the OCI image, the Helm chart and the
 # alert rules, each checked by tests/deploy/ in `make test`, which install their tools too.

@@ -37,6 +37,8 @@ wrappers, the session; not the kernel.
 from __future__ import annotations
 
 import argparse
+import atexit
+import functools
 import os
 import re
 import shutil
@@ -52,6 +54,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench import hotpath_cost
+from bench.compiled import compiled_tree
 from bench.recording import write_results
 
 #: The guarded requests: hotpath_cost's case name -> what it is.
@@ -147,8 +150,11 @@ def instrument_self() -> None:
     )
 
 
-def count_sansio(n: int = SANSIO_N, warmup: int = SANSIO_WARMUP) -> dict[str, float]:
-    """Instructions per sans-IO round trip, per case (one callgrind run)."""
+def count_sansio(
+    n: int = SANSIO_N, warmup: int = SANSIO_WARMUP, tree: Path = ROOT
+) -> dict[str, float]:
+    """Instructions per sans-IO round trip, per case (one callgrind run), of the code in
+    `tree` (this checkout, or a compiled copy of it: bench/compiled.py)."""
     with tempfile.TemporaryDirectory(prefix="aclgate-cg-") as tmp:
         out_file = Path(tmp) / "cg.out"
         cmd = [
@@ -166,9 +172,7 @@ def count_sansio(n: int = SANSIO_N, warmup: int = SANSIO_WARMUP) -> dict[str, fl
             "--warmup",
             str(warmup),
         ]
-        done = subprocess.run(
-            cmd, cwd=ROOT, env={**os.environ, **ENV}, capture_output=True, text=True
-        )
+        done = subprocess.run(cmd, cwd=tree, env=_env(), capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
         return _per_request(_dumps(out_file), n, 1)
@@ -244,7 +248,7 @@ PROXIES = {
 
 @contextmanager
 def _proxy(
-    proxy: str, upstream: str, prefix: Sequence[str], log: Path
+    proxy: str, upstream: str, prefix: Sequence[str], log: Path, tree: Path = ROOT
 ) -> Iterator[tuple[int, int]]:
     """The proxy in its own process (under `prefix`, e.g. valgrind): yields its client port
     and its pid once it accepts connections."""
@@ -254,9 +258,7 @@ def _proxy(
     cmd = [*prefix, sys.executable, *PROXIES[proxy], "--upstream", upstream]
     cmd += ["--listen", f"127.0.0.1:{port}"]
     with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env={**os.environ, **ENV}, stdout=sink, stderr=subprocess.STDOUT
-        )
+        proc = subprocess.Popen(cmd, cwd=tree, env=_env(), stdout=sink, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -286,7 +288,7 @@ def _upstream_and_requests() -> Iterator[tuple[str, dict[str, bytes]]]:
 
 
 def count_process(
-    n: int = SERVE_N, warmup: int = SERVE_WARMUP, proxy: str = "serve"
+    n: int = SERVE_N, warmup: int = SERVE_WARMUP, proxy: str = "serve", tree: Path = ROOT
 ) -> dict[str, float]:
     """Instructions per request of the proxy's process, per case (one callgrind run)."""
     with (
@@ -295,7 +297,8 @@ def count_process(
     ):
         out_file = Path(tmp) / "cg.out"
         prefix = _callgrind(out_file, "--instr-atstart=no")
-        with _proxy(proxy, upstream, prefix, out_file.with_name("proxy.log")) as (port, pid):
+        log = out_file.with_name("proxy.log")
+        with _proxy(proxy, upstream, prefix, log, tree) as (port, pid):
             client = _Client(port)
             for name in CASES:  # Metadata first teaches the proxy the topic id
                 for _ in range(warmup):
@@ -315,6 +318,31 @@ def count_process(
 def count_serve(n: int = SERVE_N) -> dict[str, float]:
     """Instructions per request of the `aclgate serve` process, per case."""
     return count_process(n, proxy="serve")
+
+
+def count_sansio_compiled(n: int = SANSIO_N) -> dict[str, float]:
+    """count_sansio of a copy of this checkout with the hot path compiled by mypyc."""
+    return count_sansio(n, tree=compiled_copy())
+
+
+def count_serve_compiled(n: int = SERVE_N) -> dict[str, float]:
+    """count_serve of a copy of this checkout with the hot path compiled by mypyc."""
+    return count_process(n, proxy="serve", tree=compiled_copy())
+
+
+@functools.cache
+def compiled_copy() -> Path:
+    """This checkout with its hot path compiled (bench/compiled.py), once per process."""
+    tmp = Path(tempfile.mkdtemp(prefix="aclgate-compiled-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    return compiled_tree(tmp / "tree")
+
+
+def _env() -> dict[str, str]:
+    """The measured processes' environment: fixed inputs, and no PYTHONPATH (the tree they
+    run in, their working directory, is the one imported)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, **ENV}
 
 
 def count_relay(n: int = SERVE_N) -> dict[str, float]:
@@ -407,6 +435,21 @@ MODES = {
         SERVE_N,
         f"(least count of {SERVE_REPEATS} runs of {2 * SERVE_N} requests - least of "
         f"{SERVE_REPEATS} runs of {SERVE_N}) / {SERVE_N}",
+        0.05,
+    ),
+    "sansio_compiled": Mode(
+        "sans-IO session, compiled",
+        count_sansio_compiled,
+        SANSIO_N,
+        "as the sans-IO session, in a copy of the checkout with aclgate/native.py's hot "
+        "modules compiled by mypyc",
+        0.02,
+    ),
+    "serve_compiled": Mode(
+        "aclgate serve process, compiled",
+        count_serve_compiled,
+        SERVE_N,
+        "as the aclgate serve process, compiled as the sans-IO session",
         0.05,
     ),
     "relay": Mode(
@@ -511,6 +554,11 @@ def main() -> None:
         "--serve", action="store_true", help="also through `aclgate serve` and the bare relay"
     )
     parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also with the hot path compiled by mypyc (a copy of the checkout, built once)",
+    )
+    parser.add_argument(
         "--syscalls", action="store_true", help="also system calls per request (strace -c)"
     )
     parser.add_argument("--out", type=Path, default=None, help="write instructions.json/.md")
@@ -520,7 +568,9 @@ def main() -> None:
         return
     if valgrind() is None:
         sys.exit("valgrind is not installed (apt-get install -y valgrind)")
-    modes = list(MODES) if args.serve else ["sansio"]
+    modes = ["sansio", "serve", "relay"] if args.serve else ["sansio"]
+    if args.compiled:
+        modes[1:1] = ["sansio_compiled"] + (["serve_compiled"] if args.serve else [])
     runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     for i in range(args.runs):
         for mode in modes:

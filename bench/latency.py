@@ -68,6 +68,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from aclgate.proxy.demo.embedded_broker import TansuBroker, api_versions_probe, free_port
+from bench.compiled import compiled_tree
 from bench.recording import commit_worktree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1150,6 +1151,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "aclgate@REV of the same rounds, with the same flags as the aclgate path",
     )
     parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="run today's aclgate paths with the hot path compiled by mypyc (a copy of this "
+        "checkout, bench/compiled.py); with --before HEAD, compiled against pure Python",
+    )
+    parser.add_argument(
         "--no-acls",
         action="store_true",
         help="skip the aclgate+acls path even when `aclgate serve` supports --acl-file",
@@ -1224,6 +1231,9 @@ def main(argv: list[str] | None = None) -> int:
                 "--log-level",
                 "WARNING",
             ]
+            # --compiled: today's aclgate paths run a copy of this checkout whose hot path
+            # mypyc compiled (bench/compiled.py); --before's stays as its commit has it
+            code = compiled_tree(work / "compiled") if args.compiled else ROOT
             port = free_port()
             services.append(
                 Service(
@@ -1231,6 +1241,7 @@ def main(argv: list[str] | None = None) -> int:
                     [*gate, "--listen", f"127.0.0.1:{port}", *open_args, *args.aclgate_arg],
                     port,
                     work,
+                    code=code,
                 )
             )
             if args.before:
@@ -1262,6 +1273,7 @@ def main(argv: list[str] | None = None) -> int:
                         ],
                         port,
                         work,
+                        code=code,
                     )
                 )
             for service in services:  # in parallel: importing aclgate takes seconds

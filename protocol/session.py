@@ -171,14 +171,18 @@ class Slot:
         self.close_kind: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
 class WithState(Generic[T]):
     """A response rewrite that needs what the request's handler decided (denied entries to
     merge, topics to hide, ...): that state travels with the request, typed, as the rewrite's
-    fourth argument."""
+    fourth argument. (A plain slotted class: mypyc compiles no generic slotted dataclass.)"""
 
-    fn: Callable[[ProxySession, Slot, Frame, T], bytes | memoryview]
-    state: T
+    __slots__ = ("fn", "state")
+
+    def __init__(
+        self, fn: Callable[[ProxySession, Slot, Frame, T], bytes | memoryview], state: T
+    ) -> None:
+        self.fn = fn
+        self.state = state
 
     def __call__(self, session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
         return self.fn(session, slot, frame, self.state)
@@ -457,8 +461,8 @@ class ProxySession:
             self.observer.refused(exc.api_key)
             self.fail(f"{exc}; closing (not advertised, as Kafka would)", "unsupported_api")
             return
-        except MalformedRequest as exc:
-            self.fail(f"malformed request header: {exc}", "malformed_request")
+        except MalformedRequest as malformed:
+            self.fail(f"malformed request header: {malformed}", "malformed_request")
             return
         # The gate first: before SASL authentication only the SASL APIs exist, so anything
         # else is a SASL-state error (Kafka's "Unexpected Kafka request of type ... during
@@ -488,13 +492,13 @@ class ProxySession:
         self.observer.request(header, len(frame))
         try:
             handler(self, header, frame)
-        except MalformedRequest as exc:
+        except MalformedRequest as malformed:
             self.fail(
-                f"malformed api_key={header.api_key} v{header.api_version} request: {exc}",
+                f"malformed api_key={header.api_key} v{header.api_version} request: {malformed}",
                 "malformed_request",
             )
-        except Exception as exc:  # a bug of ours: fail closed rather than hang or forward
-            self.internal_error(f"api_key={header.api_key} v{header.api_version} request", exc)
+        except Exception as bug:  # a bug of ours: fail closed rather than hang or forward
+            self.internal_error(f"api_key={header.api_key} v{header.api_version} request", bug)
 
     # ------------------------------------------------------------ handler primitives
 
@@ -590,8 +594,8 @@ class ProxySession:
                 then(result)
             except MalformedRequest as exc:  # found while its handling went on (a walk)
                 self.fail(f"malformed request: {exc}", "malformed_request")
-            except Exception as exc:  # a bug of ours: fail closed rather than hang
-                self.internal_error("a request resumed after a wait", exc)
+            except Exception as bug:  # a bug of ours: fail closed rather than hang
+                self.internal_error("a request resumed after a wait", bug)
         if held:
             self._stalls -= 1
         if not self._stalls and not self.closed:
@@ -657,8 +661,8 @@ class ProxySession:
                                 f"cannot rewrite upstream response: {exc}", "bad_upstream_response"
                             )
                             return
-                        except Exception as exc:
-                            self.internal_error(f"api_key={slot.api_key} response", exc)
+                        except Exception as bug:
+                            self.internal_error(f"api_key={slot.api_key} response", bug)
                             return
                         if self.closed:
                             return
@@ -707,8 +711,8 @@ class ProxySession:
                         self._start_response(head, None, 0, 0)
                 else:
                     pos = self._start_response(view[pos : pos + 8], view, pos, end)
-        except Exception as exc:
-            self._answer_failed(exc)
+        except Exception as error:
+            self._answer_failed(error)
             return
         self._flush()
 

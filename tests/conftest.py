@@ -4,6 +4,8 @@ Every asyncio test and fixture runs on uvloop, the loop the proxy runs on in pro
 Shared fixtures live in tests/fixtures/ and are registered here as plugins.
 """
 
+import os
+
 import pytest
 import uvloop
 
@@ -15,6 +17,16 @@ pytest_plugins = [
     "tests.fixtures.kafka",
     "tests.fixtures.proxyprocess",
 ]
+
+
+def pytest_configure(config):
+    # tests/compiled runs suites in a copy of the checkout with the hot path compiled: there,
+    # a run on the pure-Python modules (the copy's .py files imported instead) is an error
+    if os.environ.get("ACLGATE_EXPECT_COMPILED") == "1":
+        from aclgate.native import describe
+
+        if not describe().startswith("compiled hot path"):
+            raise pytest.UsageError(f"ACLGATE_EXPECT_COMPILED=1, but this runs the {describe()}")
 
 
 def pytest_asyncio_loop_factories(config, item):

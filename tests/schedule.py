@@ -38,6 +38,7 @@ SECONDS = {
     "tests/cli/test_no_traceback.py": 60,  # kafka-python's 30 s bootstrap timeout, in parallel
     "tests/proxy/test_log_flood_serve.py": 14,
     "tests/proxy/test_clients.py": 40,
+    "tests/compiled/test_compiled.py": 200,  # estimate: the mypyc build + its own suites
     "tests/bench/test_instruction_guard.py": 37,  # measured alone 2026-11-29, load 6
     "tests/kafka/test_regex_subscription.py": 40,
     "tests/proxy/test_workers.py": 34,

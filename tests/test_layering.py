@@ -134,6 +134,7 @@ ROOMS: dict[str, set[str]] = {
     "aclgate": set(),  # the package's __init__: its version
     "aclgate.__main__": {"aclgate.proxy.cli"},  # `python -m aclgate`
     "aclgate.files": set(),
+    "aclgate.native": set(),  # which hot modules are compiled (read by setup.py too)
     "aclgate.authz": set(),
     "aclgate.protocol": {"aclgate.authz"},
     "aclgate.certs": {"aclgate.files"},
@@ -149,7 +150,7 @@ ROOMS: dict[str, set[str]] = {
     },
     "aclgate.proxy.listen": _CORE | {
         "aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security", "aclgate.proxy.upstream",
-        "aclgate.proxy.aclstore", "aclgate.proxy.audit",
+        "aclgate.proxy.aclstore", "aclgate.proxy.audit", "aclgate.native",
     },
     "aclgate.proxy.process": _CORE | {
         "aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security", "aclgate.proxy.aclstore",
@@ -159,7 +160,7 @@ ROOMS: dict[str, set[str]] = {
     "aclgate.proxy.cli": _CORE | {
         "aclgate", "aclgate.certs", "aclgate.proxy", "aclgate.proxy.ops", "aclgate.proxy.security",
         "aclgate.proxy.upstream", "aclgate.proxy.aclstore", "aclgate.proxy.audit",
-        "aclgate.proxy.listen", "aclgate.proxy.process", "aclgate.proxy.demo",
+        "aclgate.proxy.listen", "aclgate.proxy.process", "aclgate.proxy.demo", "aclgate.native",
     },
 }  # fmt: skip
 

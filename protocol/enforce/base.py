@@ -19,9 +19,10 @@ import struct
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
+from mypy_extensions import mypyc_attr
 
 from aclgate.authz.model import CLUSTER_NAME, AclOperation, ResourceType
 from aclgate.protocol.codec import (
@@ -177,6 +178,7 @@ def merged_response(frame: Frame, slot: Slot, merge: Callable[[KioBody], KioBody
 # --------------------------------------------------------------------------- API shapes
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ApiHandler:
     """One row of the API table. Subclasses implement `handle`; `describe` feeds the docs."""
 
@@ -196,8 +198,10 @@ class ApiHandler:
         raise NotImplementedError
 
     #: where the request names topics by id: paths of arrays whose entries have `topic_id`
-    #: (("topics",), ("groups", "topics")); their unknown ids are looked up before `handle`
-    topic_id_paths: tuple[tuple[str, ...], ...] = ()
+    #: (("topics",), ("groups", "topics")); their unknown ids are looked up before `handle`.
+    #: A ClassVar: compiled (mypyc), an instance attribute's default is read from the
+    #: instance, so a Python subclass's own value (DeleteTopics, OffsetFetch) went unseen
+    topic_id_paths: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     def topic_ids(self, session: ProxySession, request: KioBody) -> list[uuid.UUID | None]:
         """The topic ids `handle` will need named (those at `topic_id_paths`)."""
@@ -302,6 +306,7 @@ def refuse_not_ready(session: ProxySession) -> None:
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class Unchecked(ApiHandler):
     """APIs Kafka does not authorize (ApiVersions, telemetry): forwarded as they are."""
@@ -322,6 +327,7 @@ class Unchecked(ApiHandler):
         return f"none ({self.why})" if self.why else "none"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class Whole(ApiHandler):
     """Checks on the request as a unit; the first denied one answers every part of it."""
@@ -352,6 +358,7 @@ class Whole(ApiHandler):
         return ", then ".join(c.describe() for c in self.checks)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class PerEntry(ApiHandler):
     """Per-resource checks over the top-level array `array` of the request.

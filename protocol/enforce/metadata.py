@@ -395,9 +395,9 @@ def rewrite_metadata_answer(session: ProxySession, slot: Slot, frame: Frame, pla
             memo.put(key, entry)
         return out
     rest: bytes  # the memo holds what the branch above put
-    rest, learned, view.cluster_id, view.controller_id, view.racks = hit
+    rest, replayed, view.cluster_id, view.controller_id, view.racks = hit
     learn = session.context.policy.topic_ids.learn
-    for topic_id, name in learned:
+    for topic_id, name in replayed:
         learn(topic_id, name)
     return _I32.pack(len(rest) + 4) + bytes(frame[4:8]) + rest
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -396,17 +395,13 @@ class Held:
     out: set[TopicKey] = field(default_factory=set)
 
 
-#: per client connection: (group_id, member_id) -> its share session
-_SESSIONS: weakref.WeakKeyDictionary[ProxySession, dict[SessionKey, Held]] = (
-    weakref.WeakKeyDictionary()
-)
+class ShareSessions(dict[SessionKey, Held]):
+    """A client connection's share sessions: (group_id, member_id) -> its share session."""
 
 
 def share_sessions(session: ProxySession) -> dict[SessionKey, Held]:
-    held = _SESSIONS.get(session)
-    if held is None:
-        held = _SESSIONS[session] = {}
-    elif len(held) >= MAX_SESSIONS:
+    held = session.owned(ShareSessions)
+    if len(held) >= MAX_SESSIONS:
         held.pop(next(iter(held)))  # the oldest: its next fetch is answered 122
     return held
 

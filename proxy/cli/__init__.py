@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from aclgate import __version__
+from aclgate import __version__, native
 from aclgate.proxy.cli.errors import (
     CLOSED_PIPE_STATUS,
     CliParser,
@@ -84,7 +84,9 @@ def _top_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"aclgate {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"aclgate {__version__}, {native.describe()}"
+    )
     parser.add_argument("command", nargs="?", help="one of the commands above")
     return parser
 

@@ -17,6 +17,7 @@ from kio.serial import entity_reader
 
 from aclgate.authz.authorizer import Authorizer
 from aclgate.authz.model import ResourceType
+from aclgate.native import describe as hot_path
 from aclgate.protocol.apiversions import unsupported_version_response
 from aclgate.protocol.bounds import bounded
 from aclgate.protocol.effects import AclChangeRefused, AclStoreFailure, StoreAclChange, TopicNames
@@ -397,6 +398,7 @@ class ProxyServer:
             ", ".join(f"{h}:{p}" for h, p in self.config.upstream),
             self.config.upstream_security_protocol,
         )
+        log.info("running the %s", hot_path())
         await self.refresh_brokers(raise_errors=False)
         self._tasks.append(loop.create_task(self._upstream_checker()))
         self._tasks.append(loop.create_task(self._timeout_sweeper()))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from aclgate.authz.authorizer import Authorizer
 from tests.authz.helpers import ALLOW, DENY, LIT, PRE, G, Op, T, acl, loaded
 
@@ -129,6 +131,7 @@ def test_concurrent_writers_lose_nothing():
     assert authz.version == 401  # the initial load, then one per batch
 
 
+@pytest.mark.pure_python  # counts calls through byresourcetype.build
 def test_prebuilt_by_resource_type_view_is_ready_when_published(monkeypatch):
     """The proxy's authorizer builds the KIP-679 TOPIC view in the writer (off the event
     loop), so the first InitProducerId after a reload never builds it in a request."""

@@ -100,6 +100,7 @@ def _cases() -> list[Any]:
     ]
 
 
+@pytest.mark.pure_python  # sets data.ENTRY_BYTES_FROM, counts data.FetchHandler._full_decoded
 @pytest.mark.parametrize("version,scenario,epoch", _cases())
 def test_the_byte_path_answers_as_the_decoding_path(version, scenario, epoch, monkeypatch):
     frame = fetch(version, SCENARIOS[scenario], epoch)
@@ -108,6 +109,7 @@ def test_the_byte_path_answers_as_the_decoding_path(version, scenario, epoch, mo
     assert as_bytes[1] or as_bytes[0]
 
 
+@pytest.mark.pure_python  # sets data.ENTRY_BYTES_FROM, counts data.FetchHandler._full_as_bytes
 def test_the_byte_path_is_taken(monkeypatch) -> None:
     taken: list[int] = []
     real = data.FetchHandler._full_as_bytes

@@ -15,15 +15,17 @@ from aclgate.protocol.enforce.fetchsessions import (
     SessionAnswer,
     answer_head,
 )
+from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.routing import rewriter_for
+from aclgate.protocol.session import Slot
 from aclgate.protocol.versions import response_class
 from tests.fixtures.scripted_broker import _defaults, _mod
-from tests.protocol.test_answerwalk import Directory
+from tests.protocol.test_answerwalk import Directory, session
 
 
-class Header:
-    def __init__(self, version):
-        self.api_key, self.api_version = 1, version
+def header(version):
+    """The header of the Fetch request answered (correlation id 9)."""
+    return RequestHeader(1, version, 9, "c", version >= 12, 0)
 
 
 def answer(version, error=ErrorCode.none, sid=1234, eps=()):
@@ -44,16 +46,14 @@ def answer(version, error=ErrorCode.none, sid=1234, eps=()):
     return encode_response(9, body)
 
 
-class Slot:
-    api_key = 1
-
-    def __init__(self, version):
-        self.api_version = version
+def slot(version):
+    """The place of that request's answer."""
+    return Slot(header(version))
 
 
-class Session:
-    class config:
-        brokers = Directory({2: 19002}, host="proxy.example")
+def proxy_session():
+    """A session whose directory advertises broker 2 as proxy.example:19002."""
+    return session(Directory({2: 19002}, host="proxy.example"))[0]
 
 
 @pytest.mark.parametrize("version", [7, 11, 12, 15, 17, 18])
@@ -64,8 +64,8 @@ def test_the_head_is_read_from_any_cut_and_the_answer_relayed(version):
         eps = (_defaults(m.NodeEndpoint, node_id=i32(2), host="h", port=i32(9092), rack=None),)
     frame = answer(version, ErrorCode.fetch_session_id_not_found, 77, eps)
     seen = []
-    rewrite = SessionAnswer(rewriter_for(Header(version)), version >= 12, lambda *h: seen.append(h))
-    stream = rewrite.stream(Session(), Slot(version), len(frame) - 8)
+    rewrite = SessionAnswer(rewriter_for(header(version)), version >= 12, lambda *h: seen.append(h))
+    stream = rewrite.stream(proxy_session(), slot(version), len(frame) - 8)
     out = bytearray(frame[:8])
     for i in range(8, len(frame)):
         out += stream.feed(memoryview(frame)[i : i + 1])
@@ -76,7 +76,7 @@ def test_the_head_is_read_from_any_cut_and_the_answer_relayed(version):
     else:
         assert bytes(out) == frame
     seen.clear()
-    whole = rewrite(Session(), Slot(version), memoryview(frame))
+    whole = rewrite(proxy_session(), slot(version), memoryview(frame))
     assert seen == [(ErrorCode.fetch_session_id_not_found, 77)]
     body = decode_response(bytes(whole), 1, version)
     assert body.session_id == 77
@@ -87,7 +87,7 @@ def test_the_head_is_read_from_any_cut_and_the_answer_relayed(version):
 def test_an_answer_shorter_than_its_head_is_malformed():
     assert answer_head(b"\x00" * 5, True) is None
     rewrite = SessionAnswer(None, True, lambda *h: None)
-    stream = rewrite.stream(Session(), Slot(12), 5)
+    stream = rewrite.stream(proxy_session(), slot(12), 5)
     stream.feed(memoryview(b"\x00" * 5))
     with pytest.raises(MalformedResponse):
         stream.finish()

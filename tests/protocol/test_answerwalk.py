@@ -30,7 +30,7 @@ from aclgate.protocol.session import ProxySession, SessionConfig
 from aclgate.protocol.versions import request_class, response_class
 from tests.fixtures.scripted_broker import _defaults, _mod
 from tests.protocol.test_apiversions_addresses import Directory
-from tests.protocol.test_session import FakeIO, correlation_ids
+from tests.protocol.test_session import FakeIO, anonymous_context, correlation_ids
 
 VERSIONS = sorted(SCHEMAS)
 I32 = st.integers(-(2**31), 2**31 - 1).map(i32)
@@ -215,7 +215,7 @@ def session(directory):
         handlers=transparent_handlers(allowed), allowed_versions=allowed, directory=directory
     )
     io = FakeIO()
-    return ProxySession(cfg, io), io
+    return ProxySession(cfg, io, context=anonymous_context()), io
 
 
 def nodes(*specs):

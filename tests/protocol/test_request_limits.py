@@ -144,6 +144,7 @@ def test_denied_answer_is_the_one_kio_builds_entry_by_entry(api_key, version, co
     assert bytes(io.client) == kio_denied_answer(api_key, version, count)
 
 
+@pytest.mark.pure_python  # `decodes` counts calls through base.decode_request
 @pytest.mark.parametrize("api_key", [30, 31])
 def test_allowed_acl_change_is_still_decoded_and_checked_once(api_key, decodes):
     session, io = _session([ALTER_CLUSTER])

@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aclgate.authz.authorizer import Authorizer
 from aclgate.protocol.apiversions import unsupported_version_response
 from aclgate.protocol.effects import LookUpTopicIds, NextTurn
+from aclgate.protocol.enforce.context import AuthContext, Policy
 from aclgate.protocol.routing import allowed_versions, transparent_handlers
 from aclgate.protocol.session import ProxySession, SessionConfig
 
@@ -100,6 +102,14 @@ def local_handler(session, header, frame_):
     session.respond(header, response(header.correlation_id, b"local"))
 
 
+def anonymous_context() -> AuthContext:
+    """Who the session serves, as every session has one (the IO layer makes it): here an
+    anonymous client under an authorizer without ACLs that allows everyone."""
+    authorizer = Authorizer(allow_everyone_if_no_acl_found=True)
+    authorizer.load(())
+    return AuthContext(Policy(authorizer=authorizer), "User:ANONYMOUS", "127.0.0.1", "PLAINTEXT")
+
+
 def make(max_in_flight=100, handlers=None):
     allowed = allowed_versions()
     h = transparent_handlers(allowed)
@@ -111,7 +121,7 @@ def make(max_in_flight=100, handlers=None):
         unsupported_api_versions=lambda corr: unsupported_version_response(corr, 4),
     )
     io = FakeIO()
-    return ProxySession(cfg, io), io
+    return ProxySession(cfg, io, context=anonymous_context()), io
 
 
 def test_local_answer_never_overtakes_an_earlier_upstream_response():
