@@ -122,8 +122,15 @@ bench-instructions-baseline: $(TEST_STAMP) valgrind  ## re-record bench/results/
 # The compiled hot path (aclgate/native.py; docs/design.md, "The compiled hot path"): mypyc
 # compiles the hot modules to C extensions; needs a C compiler and Python's headers.
 .PHONY: wheel-compiled
+# Built from a copy of what the wheel is made of: an in-tree build leaves build/lib behind,
+# whose leftovers (a module since deleted) would be packaged.
+WHEEL_SRC := .cache/wheel-src
 wheel-compiled: $(TEST_STAMP)  ## build dist/aclgate-*.whl with the hot path compiled by mypyc (~1 min)
-	ACLGATE_MYPYC=1 $(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
+	rm -rf $(WHEEL_SRC) && mkdir -p $(WHEEL_SRC)
+	git ls-files -co --exclude-standard | grep -E '^(aclgate|protocol|authz|proxy|certs|pipeline)/|^(setup.py|pyproject.toml|README.md|LICENSE)$$' \
+	  | tar cf - -T - | tar xf - -C $(WHEEL_SRC)
+	ACLGATE_MYPYC=1 $(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist $(WHEEL_SRC)
+	@ls -1 dist/aclgate-*.whl
 
 # Packaged artefacts (docs/deploy.md): the systemd unit, the OCI image, the Helm chart and the
 # alert rules, each checked by tests/deploy/ in `make test`, which install their tools too.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import Final
 
 from aclgate.authz import byresourcetype
 from aclgate.authz.decision import (
@@ -45,7 +46,7 @@ from aclgate.authz.model import (
 from aclgate.authz.snapshot import Snapshot
 
 #: a session without group principals
-NO_GROUPS: frozenset[str] = frozenset()
+NO_GROUPS: Final[frozenset[str]] = frozenset()
 
 __all__ = [
     "NO_GROUPS",

@@ -11,6 +11,7 @@ apply ({P, User:*} x {H, *} x {O, ALL}); the answer is the same as the scan's. W
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Final
 
 from aclgate.authz.decision import RULE_ACL, Decision
 from aclgate.authz.model import (
@@ -23,7 +24,7 @@ from aclgate.authz.model import (
     PatternType,
 )
 
-PROBE_NAME = "hardcode"  # the literal name Kafka's default implementation probes first
+PROBE_NAME: Final = "hardcode"  # the literal name Kafka's default implementation probes first
 
 
 class PatternSets:

@@ -20,6 +20,7 @@ every type when the option is off) has no such table and pays nothing for it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Final
 
 from aclgate.authz.cidr import client_address, network_of
 from aclgate.authz.decision import DEFAULT_DENY, RULE_ACL, Decision
@@ -36,20 +37,20 @@ from aclgate.authz.model import (
     java_key,
 )
 
-ALL_BITS = (1 << 32) - 1  # ALL covers every operation, including a query for ALL itself
-_ALL = AclOperation.ALL
-_DENY = AclPermissionType.DENY
-_LITERAL = PatternType.LITERAL
-_PREFIXED = PatternType.PREFIXED
-_MATCH = PatternType.MATCH
+ALL_BITS: Final = (1 << 32) - 1  # ALL covers every operation, including a query for ALL itself
+_ALL: Final = AclOperation.ALL
+_DENY: Final = AclPermissionType.DENY
+_LITERAL: Final = PatternType.LITERAL
+_PREFIXED: Final = PatternType.PREFIXED
+_MATCH: Final = PatternType.MATCH
 
 # operation -> bits it grants when ALLOWed / denies when DENYed (docs/authz.md, "How a decision
 # is made", rule 6)
-ALLOW_BITS = {
+ALLOW_BITS: Final = {
     op: ALL_BITS if op == _ALL else (1 << op) | sum(1 << i for i in IMPLIED_BY_ALLOW.get(op, ()))
     for op in AclOperation
 }
-DENY_BITS = {op: ALL_BITS if op == _ALL else 1 << op for op in AclOperation}
+DENY_BITS: Final = {op: ALL_BITS if op == _ALL else 1 << op for op in AclOperation}
 
 Row = tuple[int, int, *tuple[AclBinding, ...]]  # (deny_mask, allow_mask, *bindings)
 Group = dict[tuple[str, str], Row]  # (principal, host) -> row
@@ -398,7 +399,7 @@ def _cidr_table(counts: Mapping[str, int]) -> CidrTable | None:
 
 
 #: pattern type of a filter -> which of (literal, prefixed) it can match
-_DICTS: dict[PatternType, tuple[int, ...]] = {
+_DICTS: Final[dict[PatternType, tuple[int, ...]]] = {
     PatternType.UNKNOWN: (),
     PatternType.ANY: (0, 1),
     PatternType.MATCH: (0, 1),

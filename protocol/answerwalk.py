@@ -14,20 +14,20 @@ The structures are data (`SCHEMAS`): tuples of ops run by one small interpreter.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from kio.serial.readers import read_unsigned_varint
 
 from aclgate.protocol.codec import DECODE_ERRORS, MalformedResponse
 
 #: skip a fixed number of bytes
-SKIP = "skip"
+SKIP: Final = "skip"
 #: a compact string, nullable string, bytes or record set: uvarint (length + 1), then bytes
-BLOB = "blob"
+BLOB: Final = "blob"
 #: a tagged-fields section: uvarint count, then (uvarint tag, uvarint size, bytes) each
-TAGS = "tags"
+TAGS: Final = "tags"
 #: a compact (nullable) array: uvarint (count + 1), then the body ops once per element
-ARRAY = "array"
+ARRAY: Final = "array"
 
 #: (SKIP, n) | (BLOB,) | (TAGS,) | (ARRAY, ops): an op code and its operand, read by position
 #: after an identity test on the code; a union of tuple shapes would need a narrowing test per
@@ -64,11 +64,11 @@ def _produce(topic_key: Op) -> tuple[Op, ...]:
     )
 
 
-_UUID: Op = (SKIP, 16)
-_NAME: Op = (BLOB,)
+_UUID: Final[Op] = (SKIP, 16)
+_NAME: Final[Op] = (BLOB,)
 #: (api_key, api_version) -> the answer's structure after its size and correlation id, up to
 #: its top-level tagged fields
-SCHEMAS: dict[tuple[int, int], tuple[Op, ...]] = {
+SCHEMAS: Final[dict[tuple[int, int], tuple[Op, ...]]] = {
     **{(1, v): _fetch(_UUID) for v in range(16, 19)},
     **{(0, v): _produce(_NAME) for v in range(10, 13)},
     (0, 13): _produce(_UUID),
@@ -248,16 +248,110 @@ def _skip_tags(buf: bytes | memoryview, pos: int) -> int:
     return pos
 
 
-_WALKS: dict[tuple[Op, ...], Callable[[bytes | memoryview, int], int]] = {}
+#: op codes of a flat program (`_program`), the form the compiled walk runs
+_P_SKIP: Final = 0
+_P_BLOB: Final = 1
+_P_TAGS: Final = 2
+_P_ARRAY: Final = 3
+
+
+def _program(ops: tuple[Op, ...]) -> tuple[int, ...]:
+    """The ops as a flat tuple of ints: SKIP n -> (0, n), BLOB -> (1,), TAGS -> (2,),
+    ARRAY body -> (3, length of the body's program, *the body's program)."""
+    out: list[int] = []
+    for op in ops:
+        kind = op[0]
+        if kind is SKIP:
+            out += (_P_SKIP, op[1])
+        elif kind is BLOB:
+            out.append(_P_BLOB)
+        elif kind is TAGS:
+            out.append(_P_TAGS)
+        else:
+            body = _program(op[1])
+            out += (_P_ARRAY, len(body), *body)
+    return tuple(out)
+
+
+def _uvarint_at(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """(value, position after it) of the unsigned varint at `pos` (at most 5 bytes, as kio
+    reads them): its own loop, so the compiled walk calls nothing interpreted."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value = b & 0x7F
+    shift = 7
+    while True:
+        pos += 1
+        b = buf[pos]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + 1
+        shift += 7
+        if shift > 28:
+            raise ValueError("a varint longer than 5 bytes")
+
+
+def _skip_tags_at(buf: bytes | memoryview, pos: int) -> int:
+    """`_skip_tags` with `_uvarint_at`: the compiled walk's."""
+    count, pos = _uvarint_at(buf, pos)
+    for _ in range(count):
+        _tag, pos = _uvarint_at(buf, pos)
+        size, pos = _uvarint_at(buf, pos)
+        pos += size
+    return pos
+
+
+def _run_program(
+    prog: tuple[int, ...], start: int, end: int, buf: bytes | memoryview, pos: int
+) -> int:
+    """The walk of `_compile`, as a loop over a flat program: what the module runs when mypyc
+    compiled it (typed int arithmetic in C; the generated Python of `_compile` would stay
+    interpreted, since mypyc does not compile code made at run time)."""
+    i = start
+    while i < end:
+        op = prog[i]
+        if op == _P_SKIP:
+            pos += prog[i + 1]
+            i += 2
+        elif op == _P_BLOB:
+            n, pos = _uvarint_at(buf, pos)
+            if n > 1:
+                pos += n - 1
+            i += 1
+        elif op == _P_TAGS:
+            pos = pos + 1 if buf[pos] == 0 else _skip_tags_at(buf, pos)
+            i += 1
+        else:
+            body = prog[i + 1]
+            count, pos = _uvarint_at(buf, pos)
+            for _ in range(count - 1):
+                pos = _run_program(prog, i + 2, i + 2 + body, buf, pos)
+            i += 2 + body
+        if pos > len(buf):
+            raise IndexError("past the end")
+    return pos
+
+
+_WALKS: Final[dict[tuple[Op, ...], Callable[[bytes | memoryview, int], int]]] = {}
+_PROGRAMS: Final[dict[tuple[Op, ...], tuple[int, ...]]] = {}
+#: this module is a mypyc-compiled extension (aclgate/native.py), not interpreted Python
+COMPILED: Final = not __file__.endswith(".py")
 
 
 def tail_offset(ops: tuple[Op, ...], frame: bytes | memoryview) -> int:
     """Where the top-level tagged fields of a whole framed answer start."""
-    walk = _WALKS.get(ops)
-    if walk is None:
-        walk = _WALKS[ops] = _compile(ops)
     try:
-        pos = walk(frame, 8)
+        if COMPILED:
+            prog = _PROGRAMS.get(ops)
+            if prog is None:
+                prog = _PROGRAMS[ops] = _program(ops)
+            pos = _run_program(prog, 0, len(prog), frame, 8)
+        else:
+            walk = _WALKS.get(ops)
+            if walk is None:
+                walk = _WALKS[ops] = _compile(ops)
+            pos = walk(frame, 8)
     except DECODE_ERRORS as exc:
         raise MalformedResponse(f"the answer ends inside its structure: {exc!r}") from exc
     if pos >= len(frame):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import Any
+from typing import Any, Final
 
 from kio.index import KioIndexError
 from kio.serial import entity_reader, entity_writer
@@ -18,9 +18,9 @@ from aclgate.protocol import arrays
 from aclgate.protocol.header import MalformedRequest, RequestHeader, skip_tagged_fields
 from aclgate.protocol.versions import request_class, response_class
 
-_SIZE = struct.Struct(">i")
+_SIZE: Final = struct.Struct(">i")
 #: what a kio read can raise on bad or unexpected input
-DECODE_ERRORS = (
+DECODE_ERRORS: Final = (
     KioIndexError,
     SerialError,
     KeyError,
@@ -29,7 +29,7 @@ DECODE_ERRORS = (
     struct.error,
     MalformedRequest,  # raised by skip_tagged_fields
 )
-ENCODE_ERRORS = (SerialError, struct.error, ValueError, TypeError, OverflowError)
+ENCODE_ERRORS: Final = (SerialError, struct.error, ValueError, TypeError, OverflowError)
 
 
 class MalformedResponse(Exception):

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from typing import Final
 
 from aclgate.protocol.header import MalformedRequest
 from aclgate.protocol.versions import api_name
 
-_SIZE = struct.Struct(">i")
-_SIZE_KEY = struct.Struct(">ih")
-DEFAULT_MAX_FRAME = 104_857_600  # Kafka's socket.request.max.bytes default
-DEFAULT_MAX_PRE_AUTH_FRAME = 524_288  # Kafka's sasl.server.max.receive.size default
+_SIZE: Final = struct.Struct(">i")
+_SIZE_KEY: Final = struct.Struct(">ih")
+DEFAULT_MAX_FRAME: Final = 104_857_600  # Kafka's socket.request.max.bytes default
+DEFAULT_MAX_PRE_AUTH_FRAME: Final = 524_288  # Kafka's sasl.server.max.receive.size default
 
 
 class FrameTooLarge(MalformedRequest):

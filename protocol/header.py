@@ -8,7 +8,7 @@ bytes are forwarded verbatim, never re-encoded.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
@@ -16,9 +16,9 @@ from kio.serial.readers import read_unsigned_varint
 from aclgate.protocol import bounds
 from aclgate.protocol.versions import REQUEST_FLEXIBLE
 
-_HDR = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
-_INT32 = struct.Struct(">i")
-HEADER_PREFIX = _HDR.size  # 10 bytes before the client id string
+_HDR: Final = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_INT32: Final = struct.Struct(">i")
+HEADER_PREFIX: Final = _HDR.size  # 10 bytes before the client id string
 
 
 class MalformedRequest(Exception):
@@ -46,7 +46,7 @@ class RequestHeader(NamedTuple):
     body_offset: int
 
 
-_tuple_new = tuple.__new__
+_tuple_new: Final = tuple.__new__
 
 
 def skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
@@ -114,8 +114,8 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
 #: client ids repeat on every request of a connection: decode each once. Only ids of at most
 #: bounds.CLIENT_ID bytes are kept, so the cache holds at most CLIENT_ID_CACHE_ENTRIES ×
 #: (bounds.CLIENT_ID bytes of key and of text) whatever ids clients choose
-_CLIENT_IDS: dict[bytes, str] = {}
-CLIENT_ID_CACHE_ENTRIES = 4096
+_CLIENT_IDS: Final[dict[bytes, str]] = {}
+CLIENT_ID_CACHE_ENTRIES: Final = 4096
 
 
 def _client_id(raw: bytes) -> str:

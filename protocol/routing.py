@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from typing import Final
 
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
@@ -33,7 +34,7 @@ PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 #: api_key -> why it is never advertised nor forwarded. Documented in docs/apis.md.
-BLOCKED: dict[int, str] = {
+BLOCKED: Final[dict[int, str]] = {
     **{
         k: "inter-broker / controller API: clients never send it"
         for k in (27, 52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73, 82, 83, 84, 85, 86, 87)
@@ -107,7 +108,7 @@ class _NodeEndpoints:
         return EndpointStream(slot.api_key, slot.api_version, length, session.config.brokers)
 
 
-_node_endpoints = _NodeEndpoints()
+_node_endpoints: Final = _NodeEndpoints()
 
 
 def _share_endpoints(session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
@@ -131,7 +132,7 @@ def address_rewriter(api_key: int, api_version: int) -> ResponseRewriter | None:
     return None
 
 
-_REWRITERS: dict[tuple[int, int], ResponseRewriter | None] = {
+_REWRITERS: Final[dict[tuple[int, int], ResponseRewriter | None]] = {
     (k, v): address_rewriter(k, v) for k, (lo, hi) in KIO_RANGES.items() for v in range(lo, hi + 1)
 }
 
@@ -142,7 +143,7 @@ def rewriter_for(header: RequestHeader) -> ResponseRewriter | None:
 
 # ---------------------------------------------------------------------------- Produce acks
 
-_I16 = struct.Struct(">h")
+_I16: Final = struct.Struct(">h")
 
 
 def produce_acks(frame: Frame, header: RequestHeader) -> int:

@@ -30,7 +30,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar, cast
 
 from aclgate.protocol.addresses import AnswerCache, BrokerArrayCache, BrokerDirectory
 from aclgate.protocol.codec import MalformedResponse
@@ -43,8 +43,8 @@ from aclgate.protocol.header import (
     parse_request_header,
 )
 
-_SIZE_CORR = struct.Struct(">ii")
-_SIZE = struct.Struct(">i")
+_SIZE_CORR: Final = struct.Struct(">ii")
+_SIZE: Final = struct.Struct(">i")
 T = TypeVar("T")
 R = TypeVar("R")
 Owned = TypeVar("Owned")
@@ -52,7 +52,7 @@ Owned = TypeVar("Owned")
 if TYPE_CHECKING:  # only for annotations: both import this module
     from aclgate.protocol.enforce.context import AuthContext
 #: answers collected from one read before they are written (and the write buffer checked)
-_OUTPUT_BATCH = 16
+_OUTPUT_BATCH: Final = 16
 
 #: rewrites a complete framed response; returns the framed bytes to send to the client
 ResponseRewriter = Callable[["ProxySession", "Slot", Frame], bytes | memoryview]
@@ -77,7 +77,7 @@ class ResponseStream(Protocol):
 
 
 #: `ResponseStream.opaque_ahead` of a stream that would relay everything it has not seen
-UNBOUNDED = sys.maxsize
+UNBOUNDED: Final = sys.maxsize
 
 
 class StreamedRewrite(Protocol):
@@ -198,7 +198,7 @@ class _NoBrokers:
         return None
 
 
-_NO_BROKERS = _NoBrokers()
+_NO_BROKERS: Final = _NoBrokers()
 
 
 @dataclass

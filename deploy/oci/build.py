@@ -138,15 +138,18 @@ def dependency_wheels(cache: Path, pip_platform: str) -> Path:
     return path
 
 
-def aclgate_wheel(into: Path) -> Path:
-    """aclgate's own wheel (pure Python: any Python builds it), from a copy of what it is made
-    of: an in-tree build would leave build/ in the checkout, whose leftovers get packaged."""
+def aclgate_wheel(into: Path, compiled: bool = True) -> Path:
+    """aclgate's own wheel, from a copy of what it is made of (an in-tree build would leave
+    build/ in the checkout, whose leftovers get packaged). `compiled`: with the hot path
+    compiled by mypyc (setup.py, aclgate/native.py), built by this Python against the image's
+    Python's minor version (the full C ABI holds within one: 3.11 here and in bookworm);
+    else pure Python."""
     with open(ROOT / "pyproject.toml", "rb") as fh:
         packages = tomllib.load(fh)["tool"]["setuptools"]["packages"]
     folders = sorted({name.split(".")[1] for name in packages if "." in name})
     source = into / "source"
     source.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
     for folder in ("aclgate", *folders):
         shutil.copytree(
@@ -162,6 +165,19 @@ def aclgate_wheel(into: Path) -> Path:
         recent = int(version("setuptools").split(".")[0]) >= 77
     except Exception:
         recent = False
+    if compiled:
+        if sys.version_info[:2] != tuple(int(p) for p in PYTHON_VERSION.split(".")[:2]):
+            raise SystemExit(
+                f"a compiled wheel needs Python {PYTHON_VERSION} to build it (this is "
+                f"{platform.python_version()}); or build with --pure"
+            )
+        try:
+            import mypyc  # noqa: F401  (mypy's compiler; the `dev` extra)
+        except ImportError:
+            raise SystemExit(
+                "a compiled wheel needs mypy (pip install 'aclgate[dev]'); or build with --pure"
+            ) from None
+        recent = True  # mypyc type-checks against the installed dependencies: no isolation
     run(
         sys.executable,
         "-m",
@@ -174,6 +190,7 @@ def aclgate_wheel(into: Path) -> Path:
         "-w",
         str(into),
         str(source),
+        env={**os.environ, "ACLGATE_MYPYC": "1" if compiled else "0"},
     )
     (wheel,) = into.glob("aclgate-*.whl")
     return wheel
@@ -400,7 +417,14 @@ def docker_archive(layout: Path, path: Path) -> None:
         tar.addfile(info, io.BytesIO(data))
 
 
-def build(out: Path, cache: Path, mirror: str, level: int, keep_rootfs: Path | None) -> Path:
+def build(
+    out: Path,
+    cache: Path,
+    mirror: str,
+    level: int,
+    keep_rootfs: Path | None,
+    compiled: bool = True,
+) -> Path:
     """Build the image; returns the layout's path."""
     if os.geteuid() != 0:
         raise SystemExit("deploy/oci/build.py must run as root (debootstrap and chroot)")
@@ -415,7 +439,7 @@ def build(out: Path, cache: Path, mirror: str, level: int, keep_rootfs: Path | N
 
     with tempfile.TemporaryDirectory(prefix="aclgate-oci-", dir=cache) as tmp:
         work = Path(tmp)
-        wheel = aclgate_wheel(work / "dist")
+        wheel = aclgate_wheel(work / "dist", compiled)
         rootfs = work / "rootfs"
         run("cp", "-a", str(base), str(rootfs))
         install(rootfs, wheels, wheel)
@@ -451,9 +475,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep-rootfs", type=Path, help="keep the image's root filesystem here (for inspection)"
     )
+    parser.add_argument(
+        "--pure",
+        action="store_true",
+        help="a pure-Python aclgate (no mypy or C compiler needed to build; slower per "
+        "request); default: the hot path compiled by mypyc (docs/design.md)",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    layout = build(args.out, args.cache, args.mirror, args.compress_level, args.keep_rootfs)
+    layout = build(
+        args.out, args.cache, args.mirror, args.compress_level, args.keep_rootfs, not args.pure
+    )
     if args.docker_archive:
         docker_archive(layout, args.docker_archive)
     return 0

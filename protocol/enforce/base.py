@@ -19,7 +19,7 @@ import struct
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
+from typing import Any, ClassVar, Final, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
 from mypy_extensions import mypyc_attr
@@ -46,14 +46,14 @@ from aclgate.protocol.routing import forward, rewriter_for
 from aclgate.protocol.session import ProxySession, Slot, WithState
 from aclgate.protocol.versions import request_class, response_class, response_module
 
-_SIZE = struct.Struct(">i")
+_SIZE: Final = struct.Struct(">i")
 
 #: a decoded kio request or response of any API and version: the generic shapes below read
 #: and replace its fields by name (`array`, `response_array`), so no one type describes it
 KioBody: TypeAlias = Any
 
 #: Kafka's error code per resource type (AclEntry.authorizationError)
-DENIED_CODE = {
+DENIED_CODE: Final = {
     ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
     ResourceType.GROUP: ErrorCode.group_authorization_failed,
     ResourceType.CLUSTER: ErrorCode.cluster_authorization_failed,
@@ -61,8 +61,8 @@ DENIED_CODE = {
     ResourceType.DELEGATION_TOKEN: ErrorCode.delegation_token_authorization_failed,
 }
 
-OP_DOC = {op: op.name for op in AclOperation}
-TYPE_DOC = {t: t.name for t in ResourceType}
+OP_DOC: Final = {op: op.name for op in AclOperation}
+TYPE_DOC: Final = {t: t.name for t in ResourceType}
 
 
 @dataclass(frozen=True)
@@ -758,7 +758,7 @@ class DecidedOnHeader:
 
 
 #: entry class -> (the field holding its name, its other fields)
-_NAME_FIELDS: dict[type, tuple[str, tuple[str, ...]]] = {}
+_NAME_FIELDS: Final[dict[type, tuple[str, tuple[str, ...]]]] = {}
 
 
 def _name_field(entry: KioBody, name: str | None) -> tuple[str, tuple[str, ...]] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from aclgate.authz.authorizer import NO_GROUPS, Authorizer, AuthorizerNotReadyError
 from aclgate.authz.decision import Decision
@@ -25,10 +25,10 @@ from aclgate.protocol.enforce.protected import PROTECTED, Authorize, guard, is_p
 from aclgate.protocol.enforce.topics import TopicId, TopicIdCache, resolve
 from aclgate.protocol.header import RequestHeader
 
-ENFORCE = "enforce"
-DRY_RUN = "dry-run"
+ENFORCE: Final = "enforce"
+DRY_RUN: Final = "dry-run"
 #: Kafka's "not requested" value for authorized-operations bitfields (Int.MinValue)
-NOT_REQUESTED = -2147483648
+NOT_REQUESTED: Final = -2147483648
 
 
 class DecisionRecord(NamedTuple):
@@ -58,7 +58,7 @@ class DecisionRecord(NamedTuple):
     ref_count: int
 
 
-_new_record = tuple.__new__
+_new_record: Final = tuple.__new__
 
 
 class DecisionSink(Protocol):

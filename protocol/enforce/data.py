@@ -16,7 +16,7 @@ import struct
 import uuid
 from collections.abc import Generator, Iterable, Sequence
 from datetime import timedelta
-from typing import ClassVar, TypeVar, cast
+from typing import ClassVar, Final, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i32Timedelta
@@ -89,8 +89,8 @@ from aclgate.protocol.versions import request_class, response_module
 
 WRITE, READ, CLUSTER_ACTION = AclOperation.WRITE, AclOperation.READ, AclOperation.CLUSTER_ACTION
 TOPIC, TXN = ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
-_ATTRIBUTES = struct.Struct(">h")
-_TRANSACTIONAL = 0x10
+_ATTRIBUTES: Final = struct.Struct(">h")
+_TRANSACTIONAL: Final = 0x10
 
 
 #: a topic of a Produce request, every version (named by `name`, from v13 by `topic_id`:
@@ -475,7 +475,7 @@ def _unanswered(session: ProxySession, slot: Slot, frame: Frame) -> bytes:
 # ------------------------------------------------------------------------------------ Fetch
 
 #: Fetch's topics answered per topic by protocol/enforce/entrybytes.py (as `_errors` builds)
-FETCH_TOPICS = EntrySpec(
+FETCH_TOPICS: Final = EntrySpec(
     "topics",
     "responses",
     TOPIC,
@@ -485,9 +485,12 @@ FETCH_TOPICS = EntrySpec(
 
 #: (session_id offset, session_epoch offset) in the body, by version (docs/design.md, "Fetch
 #: sessions")
-_SESSION_AT = {**dict.fromkeys(range(7, 15), (17, 21)), **dict.fromkeys(range(15, 19), (13, 17))}
-_II = struct.Struct(">ii")
-_NO_WAIT = i32Timedelta.parse(timedelta(0))
+_SESSION_AT: Final = {
+    **dict.fromkeys(range(7, 15), (17, 21)),
+    **dict.fromkeys(range(15, 19), (13, 17)),
+}
+_II: Final = struct.Struct(">ii")
+_NO_WAIT: Final = i32Timedelta.parse(timedelta(0))
 
 
 def replica_id(request: object) -> int:

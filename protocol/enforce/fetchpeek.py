@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
@@ -28,14 +28,14 @@ from kio.serial.readers import read_unsigned_varint
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_II = struct.Struct(">ii")
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_II: Final = struct.Struct(">ii")
 #: a Fetch request up to the topics, after the replica id: max wait, min bytes, max bytes,
 #: isolation level (v4+: every version the proxy serves)
-_FIXED = 13
-_ZERO_ID = bytes(16)
-_PEEK_ERRORS = (IndexError, ValueError, struct.error, SerialError)
+_FIXED: Final = 13
+_ZERO_ID: Final = bytes(16)
+_PEEK_ERRORS: Final = (IndexError, ValueError, struct.error, SerialError)
 
 
 class PeekedPartition(NamedTuple):
@@ -113,7 +113,7 @@ class PeekedFetch:
 
 
 #: topic ids repeat on every fetch of a consumer: one UUID object per id's bytes
-_UUIDS: dict[bytes, uuid.UUID] = {}
+_UUIDS: Final[dict[bytes, uuid.UUID]] = {}
 
 
 def topic_uuid(raw: bytes) -> uuid.UUID:
@@ -182,7 +182,7 @@ class _Reader:
         return pos + 1
 
 
-_READERS = {False: _Reader(False), True: _Reader(True)}
+_READERS: Final = {False: _Reader(False), True: _Reader(True)}
 
 
 class _Layout(NamedTuple):
@@ -202,7 +202,7 @@ def _layout(v: int) -> _Layout:
     return _Layout(v <= 14, v >= 7, v >= 13, rest, v >= 11, v >= 12)
 
 
-LAYOUTS = {v: _layout(v) for v in range(4, 19)}
+LAYOUTS: Final = {v: _layout(v) for v in range(4, 19)}
 
 
 def peek_fetch(frame: Frame, header: RequestHeader) -> PeekedFetch | None:

@@ -17,7 +17,7 @@ import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from aclgate.protocol.codec import MalformedResponse
 from aclgate.protocol.framing import Frame
@@ -32,7 +32,7 @@ from aclgate.protocol.session import (
 
 #: session epochs with a meaning (KIP-227): open a session / fetch without one (or close it)
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
-_ERROR_SESSION = struct.Struct(">hi")
+_ERROR_SESSION: Final = struct.Struct(">hi")
 
 #: how a Fetch request names a topic: by name up to v12, by id from v13 (null in kio's class)
 TopicKey = str | uuid.UUID | None
@@ -84,7 +84,7 @@ class Held:
 
 #: sessions remembered per connection (a client keeps one per broker connection); past it the
 #: oldest is forgotten, and a request naming it is fetched sessionless: safe, only slower
-MAX_SESSIONS = 8
+MAX_SESSIONS: Final = 8
 
 
 class FetchSessions:

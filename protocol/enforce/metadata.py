@@ -29,7 +29,7 @@ import struct
 import uuid
 from collections.abc import Container
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
@@ -66,9 +66,11 @@ from aclgate.protocol.shapes.requests import MetadataRequest, MetadataRequestTop
 from aclgate.protocol.versions import response_class, response_module
 
 DESCRIBE, CREATE = AclOperation.DESCRIBE, AclOperation.CREATE
-TOPIC = ResourceType.TOPIC
-_I32 = struct.Struct(">i")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+TOPIC: Final = ResourceType.TOPIC
+_I32: Final = struct.Struct(">i")
+INTERNAL_TOPICS: Final = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state"}
+)
 #: (topic id, name) pairs a rewrite fed the topic id cache (replayed with a memoized answer)
 Learned = list[tuple[uuid.UUID | None, str | None]]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Final
 
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
@@ -21,14 +22,14 @@ from aclgate.protocol.enforce.fetchpeek import topic_uuid
 from aclgate.protocol.framing import Frame
 from aclgate.protocol.header import RequestHeader
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
 #: acks, timeout, topic count, first topic name's length
-_LEGACY_HEAD = struct.Struct(">hiih")
-_TRANSACTIONAL = 0x10
+_LEGACY_HEAD: Final = struct.Struct(">hiih")
+_TRANSACTIONAL: Final = 0x10
 #: Produce versions whose topics are named; v13 names them by id (KIP-516)
-_NAMED = range(3, 13)
-_BY_ID = 13
+_NAMED: Final = range(3, 13)
+_BY_ID: Final = 13
 
 
 def _uvarint(frame: Frame, pos: int) -> tuple[int, int]:
@@ -179,7 +180,7 @@ def _metadata(frame: Frame, pos: int, v: int) -> tuple[str, ...] | None:
 
 
 #: a flexible ListOffsets partition: partition_index, current_leader_epoch, timestamp, tags
-LIST_OFFSETS_PARTITION = struct.Struct(">iiqB")
+LIST_OFFSETS_PARTITION: Final = struct.Struct(">iiqB")
 
 
 def peek_list_offsets(frame: Frame, header: RequestHeader) -> list[tuple[str, bytes]] | None:

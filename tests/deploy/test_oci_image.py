@@ -85,6 +85,22 @@ def test_the_config_runs_aclgate_as_a_user_with_a_readyz_health_check(image: Ima
     assert {f"{metrics_port}/tcp", f"{listen_port}/tcp"} <= set(config["ExposedPorts"])
 
 
+def test_the_image_runs_the_compiled_hot_path(image: Image) -> None:
+    """deploy/oci/build.py compiles the hot path by default (docs/design.md, "The compiled
+    hot path"): every hot module is an extension module of the image's Python (3.11 of
+    Debian), and aclgate says so (the serving tests below run it)."""
+    from aclgate.native import HOT_MODULES
+
+    site = next((image.rootfs / "opt/aclgate/lib").glob("python3*/site-packages"))
+    for name in HOT_MODULES:
+        *package, module = name.split(".")
+        assert list(site.joinpath(*package).glob(f"{module}.cpython-311-*.so")), name
+    proc = _chroot(image, "/opt/aclgate/bin/aclgate", "--version", stdout=subprocess.PIPE)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    assert f"compiled hot path (mypyc, {len(HOT_MODULES)} modules)" in out, out
+
+
 def test_no_build_tools_in_the_layer(image: Image) -> None:
     with tarfile.open(image.layer) as tar:
         names = set(tar.getnames())

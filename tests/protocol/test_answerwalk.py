@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
+from aclgate.protocol import answerwalk
 from aclgate.protocol.addresses import (
     PAD_TAG,
     rewrite_node_endpoints,
@@ -20,6 +21,7 @@ from aclgate.protocol.addresses import (
 )
 from aclgate.protocol.answerwalk import SCHEMAS, AnswerWalk, tail_offset
 from aclgate.protocol.codec import (
+    DECODE_ERRORS,
     MalformedResponse,
     decode_response,
     encode_request,
@@ -166,6 +168,11 @@ def test_the_walk_finds_the_tagged_fields_where_kio_writes_them(answer, cuts):
     start = len(without) - 1  # everything before the tagged fields is the same bytes
     assert frame[4:start] == without[4:start]
     assert tail_offset(SCHEMAS[key, version], frame) == start
+    # both whole-answer walks, whichever this build runs: the generated Python (pure) and the
+    # flat program (mypyc-compiled)
+    program = answerwalk._program(SCHEMAS[key, version])
+    assert answerwalk._run_program(program, 0, len(program), frame, 8) == start
+    assert answerwalk._compile(SCHEMAS[key, version])(frame, 8) == start
     walk = AnswerWalk(SCHEMAS[key, version], len(frame) - 8)
     relayed = bytearray()
     for piece in chunked(frame[8:], cuts):
@@ -191,6 +198,34 @@ def test_truncated_or_overlong_answers_are_malformed(key, version):
         bad = struct.pack(">i", len(bad) - 4) + bad[4:]
         with pytest.raises(MalformedResponse):
             rewrite_node_endpoints(bad, key, version, Directory({}))
+
+
+@pytest.mark.parametrize(("key", "version"), VERSIONS)
+def test_both_whole_answer_walks_agree_on_every_cut(key, version):
+    """The flat program (the compiled build's walk) ends, or fails, where the generated
+    Python (the pure build's) does, on an answer cut at every byte."""
+    m = _mod(key, version)
+    if key == 1:
+        topic = _defaults(m.FetchableTopicResponse, partitions=(_defaults(m.PartitionData),))
+    else:
+        topic = _defaults(
+            m.TopicProduceResponse, partition_responses=(_defaults(m.PartitionProduceResponse),)
+        )
+    frame = encode_response(1, _defaults(response_class(key, version), responses=(topic,)))
+    ops = SCHEMAS[key, version]
+    program = answerwalk._program(ops)
+    generated = answerwalk._compile(ops)
+    for cut in range(8, len(frame) + 1):
+        outcomes = []
+        for walk in (
+            generated,
+            lambda b, p: answerwalk._run_program(program, 0, len(program), b, p),
+        ):
+            try:
+                outcomes.append(walk(frame[:cut], 8))
+            except DECODE_ERRORS:  # kio's BufferUnderflow or an IndexError: both malformed
+                outcomes.append("malformed")
+        assert outcomes[0] == outcomes[1], (cut, outcomes)
 
 
 # ------------------------------------------------------------------ through the session
