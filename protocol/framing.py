@@ -80,12 +80,14 @@ class FrameSplitter:
         ends: list[int] = []
         off = 0
         while available - off >= 4:
+            size: int
             (size,) = _SIZE.unpack_from(src, off)
             if size > self.unchecked or size < 0:
                 if size < 0 or size > self.max_size:
                     raise FrameTooLarge(size, self.max_size)
                 if available - off < 6:
                     break  # its API key is not in yet
+                api_key: int
                 api_key = _SIZE_KEY.unpack_from(src, off)[1]
                 cap = self.api_limits.get(api_key, size)
                 if size > cap:

@@ -70,6 +70,9 @@ def peek_ids(frame: bytes | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a framed request; cheap, no validation."""
     if len(frame) < 12:
         raise MalformedRequest(f"request frame of {len(frame) - 4} bytes is shorter than a header")
+    api_key: int
+    api_version: int
+    correlation_id: int
     api_key, api_version, correlation_id, _ = _HDR.unpack_from(frame, 4)
     return api_key, api_version, correlation_id
 
@@ -82,6 +85,10 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
     """
     if len(frame) < 4 + HEADER_PREFIX:
         raise MalformedRequest(f"request frame of {len(frame) - 4} bytes is shorter than a header")
+    api_key: int
+    api_version: int
+    correlation_id: int
+    cid_len: int
     api_key, api_version, correlation_id, cid_len = _HDR.unpack_from(frame, 4)
     flexible = REQUEST_FLEXIBLE.get((api_key, api_version))
     if flexible is None:

@@ -378,6 +378,7 @@ class ProxySession:
             )
             and len(self._fifo) < self.config.max_in_flight
         ):
+            size: int
             (size,) = _SIZE.unpack_from(data)
             if size + 4 == len(data) and size <= self._splitter.unchecked:
                 self._process(data)
@@ -646,6 +647,8 @@ class ProxySession:
             not (self._head or self.stream_left or self._buffer_left or self._to_client)
             and len(data) >= 8
         ):
+            size: int
+            correlation_id: int
             size, correlation_id = _SIZE_CORR.unpack_from(data)
             awaiting = self._awaiting
             if size + 4 == len(data) and awaiting:

@@ -220,6 +220,7 @@ def peek_fetch(frame: Frame, header: RequestHeader) -> PeekedFetch | None:
 def _peek(frame: Frame, pos: int, layout: _Layout) -> PeekedFetch | None:
     read = _READERS[layout.flexible]
     if layout.replica_id:
+        replica: int
         (replica,) = _I32.unpack_from(frame, pos)
         if replica >= 0:  # a follower: authorized on the cluster, by the full path
             return None
@@ -237,6 +238,7 @@ def _peek(frame: Frame, pos: int, layout: _Layout) -> PeekedFetch | None:
         n, pos = read.count(frame, pos)
         partitions: list[PeekedPartition] = []
         for _ in range(n):
+            partition: int
             (partition,) = _I32.unpack_from(frame, pos)
             pos = read.no_tags(frame, pos + 4 + rest)
             partitions.append(PeekedPartition(partition))

@@ -61,21 +61,28 @@ def peek_produce(frame: Frame, header: RequestHeader) -> tuple[int, str | uuid.U
 
 
 def _legacy(frame: Frame, pos: int) -> tuple[int, str, int] | None:
+    n: int
     (n,) = _I16.unpack_from(frame, pos)  # transactional_id
     if n < -1:
         return None
     pos += 2 + max(n, 0)
+    acks: int
+    _timeout: int
+    topics: int
+    name_len: int
     acks, _timeout, topics, name_len = _LEGACY_HEAD.unpack_from(frame, pos)
     pos += 12
     if topics != 1 or name_len <= 0:
         return None
     name = str(frame[pos : pos + name_len], "utf-8")
     pos += name_len
+    partitions: int
     (partitions,) = _I32.unpack_from(frame, pos)
     pos += 4
     if partitions < 1:
         return None
     for _ in range(partitions):
+        size: int
         (size,) = _I32.unpack_from(frame, pos + 4)  # after the partition index
         pos += 8
         if size < -1 or (size > 0 and _transactional(frame, pos, size)):
@@ -96,6 +103,7 @@ def _flexible(
     if n >= 0x80:
         return None
     pos += 1 + max(n - 1, 0)
+    acks: int
     (acks,) = _I16.unpack_from(frame, pos)
     pos += 6  # acks, timeout
     if frame[pos] != 2:  # one topic
