@@ -519,6 +519,15 @@ class Service:
             proc.wait(timeout=5)
 
 
+def _code_note(code: Path, args: argparse.Namespace) -> str:
+    """What a path's aclgate ran, when it is not this checkout as it is."""
+    if code == ROOT:
+        return ""
+    if args.compiled and code.name == "compiled":
+        return " (this checkout with its hot path compiled by mypyc: bench/compiled.py)"
+    return f" (at commit {args.before}, pure Python)" if args.before else ""
+
+
 def _child_env(code: Path = ROOT) -> dict[str, str]:
     """The environment of a child importing aclgate from `code` (a checkout or a worktree of
     another commit), then from this checkout (bench.relay, the venv's packages)."""
@@ -1314,7 +1323,9 @@ def main(argv: list[str] | None = None) -> int:
             "paths": list(addresses),
             "aclgate_args": args.aclgate_arg,
             # each path's command line after `python -m` (ports and temp paths vary per run)
-            "commands": {s.name: shlex.join(s.argv[2:]) for s in services},
+            "commands": {
+                s.name: shlex.join(s.argv[2:]) + _code_note(s.code, args) for s in services
+            },
         },
         "environment": env,
         "rounds": rounds,
