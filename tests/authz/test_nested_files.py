@@ -154,8 +154,12 @@ def test_running_proxy_flags_a_deep_acl_file(tansu, proxy_factory, tmp_path, cap
     proxy = proxy_factory(tansu.bootstrap, acl_file=path)
     caplog.set_level(logging.INFO, logger="aclgate.acls")
     version = proxy.metric("aclgate_acl_policy_version")
-    for _ in range(3):
-        path.write_text(DEEP)
+    for i in range(3):
+        # replaced whole, as an editor saves: the watcher's own polls may run meanwhile, and a
+        # half-written file is a second, different load error (a loaded machine saw 2)
+        staged = tmp_path / f"acls.json.{i}"
+        staged.write_text(DEEP)
+        os.replace(staged, path)
         proxy.run(proxy.server.watcher.reload_once)
     assert proxy.metric("aclgate_acl_file_invalid") == 1
     assert proxy.metric("aclgate_acl_file_load_errors_total") == 1

@@ -127,8 +127,10 @@ def _assert_denied(proxy: Any, topic: str) -> None:
     """The client reads nothing (it read within half a second where allowed), and the proxy's
     authorizer log says why: DESCRIBE on the topic denied to 127.0.0.1, no ACL applying."""
     values, errors = _read(proxy.bootstrap, topic, 3)
+    # on whichever request of the client's was decided with a log line: its Metadata here, its
+    # ListOffsets in a clean clone's CI run on a loaded machine (not explained further)
     denied = (
         "Principal = User:ANONYMOUS is Denied operation = DESCRIBE from host = 127.0.0.1 on "
-        f"resource = Topic:LITERAL:{topic} for request = Metadata"
+        f"resource = Topic:LITERAL:{topic} for request = "
     )
     assert values == [] and denied in proxy.log, (errors, proxy.log)
