@@ -97,7 +97,7 @@ def _build(files: list[str], cached: Path) -> None:
         started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-            cwd=work, env={**_env(), "ACLGATE_MYPYC": "1"}, capture_output=True, text=True,
+            cwd=work, env=tree_env(ACLGATE_MYPYC="1"), capture_output=True, text=True,
         )  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(
@@ -112,8 +112,10 @@ def _build(files: list[str], cached: Path) -> None:
         (cached / "done").write_text(f"{time.monotonic() - started:.0f} s\n")
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+def tree_env(**extra: str) -> dict[str, str]:
+    """The environment of a process that runs the code of the tree it is started in (its
+    working directory, first on sys.path): this one's, without PYTHONPATH, plus `extra`."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **extra}
 
 
 def compiled_tree(dest: Path) -> Path:
@@ -136,7 +138,7 @@ def main() -> None:
     compiled_tree(args.dest)
     done = subprocess.run(
         [sys.executable, "-c", "from aclgate.native import describe; print(describe())"],
-        cwd=args.dest, env=_env(), capture_output=True, text=True, check=True,
+        cwd=args.dest, env=tree_env(), capture_output=True, text=True, check=True,
     )  # fmt: skip
     print(f"{args.dest}: {done.stdout.strip()} ({time.monotonic() - started:.0f} s)")
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.compiled import compiled_tree
+from bench.compiled import compiled_tree, tree_env
 from bench.latency import environment
 from bench.recording import measured_code, write_results
 
@@ -59,10 +59,9 @@ def _inner(timed: int) -> None:
 
 
 def _run(tree: Path, timed: int) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [sys.executable, "-m", "bench.hotpath_cold", "--inner", "--timed", str(timed)],
-        cwd=tree, env={**env, "PYTHONHASHSEED": "0"}, capture_output=True, text=True, check=True,
+        cwd=tree, env=tree_env(PYTHONHASHSEED="0"), capture_output=True, text=True, check=True,
     )  # fmt: skip
     result: dict[str, Any] = json.loads(done.stdout)
     return result

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench import hotpath_cost
-from bench.compiled import compiled_tree
+from bench.compiled import compiled_tree, tree_env
 from bench.recording import write_results
 
 #: The guarded requests: hotpath_cost's case name -> what it is.
@@ -339,10 +339,9 @@ def compiled_copy() -> Path:
 
 
 def _env() -> dict[str, str]:
-    """The measured processes' environment: fixed inputs, and no PYTHONPATH (the tree they
-    run in, their working directory, is the one imported)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return {**env, **ENV}
+    """The measured processes' environment: fixed inputs, and the code of the tree they run
+    in (bench.compiled.tree_env)."""
+    return tree_env(**ENV)
 
 
 def count_relay(n: int = SERVE_N) -> dict[str, float]:

@@ -12,7 +12,6 @@ the pure-Python suite).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from aclgate.native import HOT_MODULES
-from bench.compiled import compiled_tree
+from bench.compiled import compiled_tree, tree_env
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +30,9 @@ SUITES = ("tests/protocol", "tests/enforce", "tests/authz", "tests/proxy/test_cl
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("PYTEST_")}
     # tests/conftest.py fails the run unless the hot path it imports is the compiled one
-    return {**env, "PYTHONDONTWRITEBYTECODE": "1", "ACLGATE_EXPECT_COMPILED": "1"}
+    env = tree_env(PYTHONDONTWRITEBYTECODE="1", ACLGATE_EXPECT_COMPILED="1")
+    return {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
 
 
 @pytest.fixture(scope="module")
