@@ -172,8 +172,8 @@ def raw_http(address: tuple[str, int], data: bytes) -> bytes:
         try:
             sock.sendall(data)
             sock.shutdown(socket.SHUT_WR)
-        except ConnectionError:  # closed on us mid-send: read what it said
-            pass
+        except OSError:  # closed on us mid-send (a reset, or ENOTCONN on the shutdown when
+            pass  # the answer and close came first): read what it said
         received = b""
         try:
             while chunk := sock.recv(65536):
