@@ -27,7 +27,7 @@ from kio.serial.readers import (
 from kio.serial.writers import Writer, compact_array_writer, legacy_array_writer
 from kio.static.primitive import i32
 
-from aclgate.protocol.answerwalk import SCHEMAS, AnswerWalk, tail_offset
+from aclgate.protocol.answerwalk import SCHEMAS, AnswerWalk, no_tagged_fields, tail_offset
 from aclgate.protocol.codec import (
     DECODE_ERRORS,
     MalformedResponse,
@@ -414,7 +414,7 @@ def rewrite_node_endpoints(
     FENCED_LEADER_EPOCH, so the common case returns the frame untouched.
     """
     start = tail_offset(SCHEMAS[api_key, api_version], frame)
-    if start == len(frame) - 1 and frame[start] == 0:  # no tagged field: the common case
+    if no_tagged_fields(frame, start):  # the common case
         return frame
     section = memoryview(frame)[start:]
     new = rewrite_tagged_fields(section, api_key, api_version, directory, keep_length=False)

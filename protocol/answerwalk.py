@@ -357,3 +357,9 @@ def tail_offset(ops: tuple[Op, ...], frame: bytes | memoryview) -> int:
     if pos >= len(frame):
         raise MalformedResponse("the answer ends inside its structure")
     return pos
+
+
+def no_tagged_fields(frame: bytes | memoryview, start: int) -> bool:
+    """Whether the tagged fields at `start` (tail_offset) are an empty section closing the
+    frame: the answer carries no endpoints, the common case."""
+    return start == len(frame) - 1 and frame[start] == 0

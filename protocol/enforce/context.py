@@ -61,8 +61,18 @@ class DecisionRecord(NamedTuple):
 _new_record: Final = tuple.__new__
 
 
+#: (api_key, operation, resource_type, allowed, enforced) -> decisions made
+DecisionTally = dict[tuple[int, AclOperation, ResourceType, bool, bool], int]
+
+
 class DecisionSink(Protocol):
-    """Receives every decision: the IO layer writes the audit log, logs and metrics."""
+    """Receives every decision: the IO layer writes the audit log, logs and metrics.
+
+    A sink may also have an `allowed_tally` attribute (a DecisionTally, or None): while it is
+    not None, an allowed decision needs nothing but its count, and `AuthContext.check` adds it
+    there instead of making a DecisionRecord and calling `decided` (proxy/audit/decisions.py
+    sets it while neither the audit trail nor the authorizer's DEBUG lines are on). A sink
+    without the attribute gets every decision."""
 
     def decided(self, record: DecisionRecord) -> None: ...
 
@@ -229,6 +239,13 @@ class AuthContext:
             )
         except AuthorizerNotReadyError as exc:
             raise NotReady(str(exc)) from exc
+        if decision.allowed:
+            # most decisions, and nothing wants them but counted: no record, no sink call
+            tally: DecisionTally | None = getattr(self._sink, "allowed_tally", None)
+            if tally is not None:
+                key = (header.api_key, operation, resource_type, True, True)
+                tally[key] = tally.get(key, 0) + 1
+                return True
         enforced = (
             decision.allowed
             or decision is PROTECTED  # enforced in every mode (protocol/enforce/protected.py)

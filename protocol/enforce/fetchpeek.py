@@ -38,6 +38,9 @@ _ZERO_ID: Final = bytes(16)
 _PEEK_ERRORS: Final = (IndexError, ValueError, struct.error, SerialError)
 
 
+_tuple_new: Final = tuple.__new__
+
+
 class PeekedPartition(NamedTuple):
     """A partition of a peeked Fetch topic (kio's FetchPartition: only its index is read)."""
 
@@ -241,7 +244,8 @@ def _peek(frame: Frame, pos: int, layout: _Layout) -> PeekedFetch | None:
             partition: int
             (partition,) = _I32.unpack_from(frame, pos)
             pos = read.no_tags(frame, pos + 4 + rest)
-            partitions.append(PeekedPartition(partition))
+            # tuple.__new__ directly: compiled, a NamedTuple's own __new__ is a Python frame
+            partitions.append(_tuple_new(PeekedPartition, (partition,)))
         pos = read.no_tags(frame, pos)
         parts = tuple(partitions)
         topics.append(

@@ -75,25 +75,51 @@ INTERNAL_TOPICS: Final = frozenset(
 Learned = list[tuple[uuid.UUID | None, str | None]]
 
 
-@dataclasses.dataclass
 class _Plan:
-    """What the response rewrite must do for one forwarded Metadata request."""
+    """What the response rewrite must do for one forwarded Metadata request. A plain class,
+    not a dataclass: compiled, a dataclass keeps the `dataclasses`-made `__init__`, a Python
+    frame per request."""
 
-    header: RequestHeader
-    all_topics: bool
-    errors: list[bytes]  # encoded MetadataResponseTopic errors to append
-    creatable_unknown_to_29: set[str]  # topics that may not be created: map 3 -> 29
-    topic_ops: bool
-    cluster_ops: bool
-    create_if_unknown: set[str] = dataclasses.field(default_factory=set)  # 3: create aside
-    #: for a request the proxy narrowed (denied topics stripped), the names it forwarded (by
-    #: name, or by an id it resolved): an answer entry of another topic is dropped. Kafka
-    #: answers exactly what was asked, but a broker may not (tansu answers an empty list with
-    #: every topic, as Kafka itself does at v0), and a stripped request must not become a
-    #: wider one. None: all topics, or the client's request forwarded as it came.
-    asked: Container[str] | None = None
-    #: the rewrite dropped an entry nobody asked for: its output is not remembered
-    dropped: bool = False
+    __slots__ = (
+        "all_topics",
+        "asked",
+        "cluster_ops",
+        "creatable_unknown_to_29",
+        "create_if_unknown",
+        "dropped",
+        "errors",
+        "header",
+        "topic_ops",
+    )
+
+    def __init__(
+        self,
+        header: RequestHeader,
+        all_topics: bool,
+        errors: list[bytes],
+        creatable_unknown_to_29: set[str],
+        topic_ops: bool,
+        cluster_ops: bool,
+        asked: Container[str] | None = None,
+    ) -> None:
+        self.header = header
+        self.all_topics = all_topics
+        #: encoded MetadataResponseTopic errors to append
+        self.errors = errors
+        #: topics that may not be created: map 3 -> 29
+        self.creatable_unknown_to_29 = creatable_unknown_to_29
+        self.topic_ops = topic_ops
+        self.cluster_ops = cluster_ops
+        #: v3: topics to create aside
+        self.create_if_unknown: set[str] = set()
+        #: for a request the proxy narrowed (denied topics stripped), the names it forwarded
+        #: (by name, or by an id it resolved): an answer entry of another topic is dropped.
+        #: Kafka answers exactly what was asked, but a broker may not (tansu answers an empty
+        #: list with every topic, as Kafka itself does at v0), and a stripped request must not
+        #: become a wider one. None: all topics, or the client's request forwarded as it came.
+        self.asked = asked
+        #: the rewrite dropped an entry nobody asked for: its output is not remembered
+        self.dropped = False
 
 
 class MetadataHandler(ApiHandler):

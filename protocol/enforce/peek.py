@@ -27,8 +27,9 @@ _I32: Final = struct.Struct(">i")
 #: acks, timeout, topic count, first topic name's length
 _LEGACY_HEAD: Final = struct.Struct(">hiih")
 _TRANSACTIONAL: Final = 0x10
-#: Produce versions whose topics are named; v13 names them by id (KIP-516)
-_NAMED: Final = range(3, 13)
+#: Produce versions whose topics are named (3-12; a range test: two compares when compiled,
+#: where `in range(...)` is a generic call); v13 names them by id (KIP-516)
+_FIRST_NAMED: Final = 3
 _BY_ID: Final = 13
 
 
@@ -50,12 +51,14 @@ def peek_produce(frame: Frame, header: RequestHeader) -> tuple[int, str | uuid.U
     """(acks, topic name, partition count) of a plain single-topic Produce, else None; from
     v13 (current Java producers) the topic id in place of the name."""
     v = header.api_version
-    if v not in _NAMED and v != _BY_ID:
+    if not _FIRST_NAMED <= v <= _BY_ID:
         return None
     try:
         if v == _BY_ID:
             return _flexible(frame, header.body_offset, by_id=True)
-        return (_flexible if header.flexible else _legacy)(frame, header.body_offset)
+        if header.flexible:  # two direct calls: a chosen function is a generic call compiled
+            return _flexible(frame, header.body_offset)
+        return _legacy(frame, header.body_offset)
     except (IndexError, ValueError, struct.error, SerialError):  # UnicodeDecodeError too
         return None
 

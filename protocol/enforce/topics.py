@@ -69,16 +69,16 @@ def resolve(
     out: dict[TopicId, str | None] = {}
     missing = set()
     for topic_id in ids:
-        if topic_id is None:  # kio reads the zero id as None: it names no topic
-            out[topic_id] = None
-            continue
-        name = found.get(topic_id) if found else None
-        if name is None:
-            name = cache.name(topic_id)
-        # the zero id (read in place, not by kio) names no topic either: unknown, as Kafka
-        # answers it; compared by its int only when the cache misses (UUID == is Python code)
-        if name is None and topic_id not in looked_up and topic_id.int != 0:
-            missing.add(topic_id)
+        name: str | None = None  # kio reads the zero id as None: it names no topic
+        if topic_id is not None:
+            name = found.get(topic_id) if found else None
+            if name is None:
+                name = cache.name(topic_id)
+            # the zero id (read in place, not by kio) names no topic either: unknown, as
+            # Kafka answers it; compared by its int only when the cache misses (UUID == is
+            # Python code)
+            if name is None and topic_id not in looked_up and topic_id.int != 0:
+                missing.add(topic_id)
         out[topic_id] = name
     if missing:
         raise NeedTopicIds(missing)

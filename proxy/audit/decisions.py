@@ -199,18 +199,37 @@ class DecisionRecorder:
         audit: AuditLog | None,
         denial_log: DenialLogLimiter | None = None,
     ):
-        self.audit = audit
+        #: (AuthContext.check) the counts, while an allowed decision needs nothing else;
+        #: None while the audit trail or the authorizer's DEBUG lines want each one
+        self.allowed_tally: dict[tuple, int] | None = None
+        self.counts = counts
+        self.audit = audit  # sets allowed_tally
         #: records made at once since the last turn that made waiting ones
         self._turn = 0
         self._pending: deque[DecisionRecord] = deque()
         self._scheduled = False
         #: what waits for the audit to catch up (`when_caught_up`)
         self._catching_up: list[Callable[[], None]] = []
-        #: exported by proxy.ops.metrics.HotCounters
-        self.counts = counts
         self.denial_log = denial_log or DenialLogLimiter()
         if isinstance(counts, DecisionCounts):  # so aclgate_denial_log_suppressed is exported
             counts.denial_log = self.denial_log
+
+    @property
+    def audit(self) -> AuditLog | None:
+        return self._audit
+
+    @audit.setter
+    def audit(self, audit: AuditLog | None) -> None:
+        self._audit = audit
+        self.follow_log_level()
+
+    def follow_log_level(self) -> None:
+        """Whether allowed decisions are only counted (`allowed_tally`): not while the
+        audit trail records them or the authorizer logger writes them at DEBUG. aclgate sets
+        its log level at start; a change made later (logging's own API) is followed when
+        the server's sweeper next calls this, within a second."""
+        wanted = self._audit is not None or authorizer_log.isEnabledFor(logging.DEBUG)
+        self.allowed_tally = None if wanted else self.counts
 
     def decided(self, record: DecisionRecord) -> None:
         # one unpacking (a specialised bytecode for tuples) rather than an attribute lookup
@@ -240,7 +259,7 @@ class DecisionRecorder:
         level = logging.DEBUG if allowed else (logging.INFO if logs else 0)
         if level and authorizer_log.isEnabledFor(level):
             self._log_line(record, level)
-        if self.audit is not None and (allowed or logs):
+        if self._audit is not None and (allowed or logs):
             self._record(record)
 
     def _log_line(self, record: DecisionRecord, level: int) -> None:

@@ -463,6 +463,7 @@ class ProxyServer:
         while True:
             await asyncio.sleep(tick)
             self._sweep(loop.time(), limits)
+            self.recorder.follow_log_level()  # a log level changed at run time
             if self._creation_rate is not None and len(self._creation_rate) > 10_000:
                 self._creation_rate.prune()
 

@@ -10,9 +10,7 @@ uses ordinary prometheus_client metrics.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from time import perf_counter_ns
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -20,28 +18,20 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from aclgate.protocol.apikeys import ApiKey
-from aclgate.protocol.header import RequestHeader
 from aclgate.protocol.versions import api_name
+from aclgate.proxy.ops.hotcounts import (
+    LATENCY_BOUNDS_NS,
+    LATENCY_SUM,
+    LOCAL_RESPONSES,
+    REQUEST_BYTES,
+    REQUESTS,
+    UPSTREAM_RESPONSES,
+    RequestCounts,
+)
 
-# indexes into the per-API count lists
-REQUESTS, REQUEST_BYTES, UPSTREAM_RESPONSES, LOCAL_RESPONSES = range(4)
-
-#: upper bounds (ns) of the latency buckets, 10 µs to 100 ms; a last bucket holds the rest (+Inf)
-LATENCY_BOUNDS_NS = (
-    10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
-    1_000_000, 2_500_000, 5_000_000, 10_000_000, 25_000_000, 50_000_000, 100_000_000,
-)  # fmt: skip
 LATENCY_METRIC = "aclgate_proxy_latency_seconds"
 #: the phases of aclgate_proxy_latency_seconds (docs/operations.md)
 PHASES = ("request", "response")
-#: a latency list: one count per bucket (the +Inf one last), then the sum in ns
-_SUM = len(LATENCY_BOUNDS_NS) + 1
-
-
-def new_latency_row(table: dict[int, list[int]], api_key: int) -> list[int]:
-    """The bucket counts of an API's first request (allocated once per API and phase)."""
-    row = table[api_key] = [0] * (_SUM + 1)
-    return row
 
 
 class LatencyHistograms:
@@ -49,9 +39,9 @@ class LatencyHistograms:
     falls, in lists allocated on an API's first use and bumped in place (ProxyMetrics
     requests_done / responses_done)."""
 
-    def __init__(self) -> None:
-        #: phase -> api_key -> [count per bucket..., sum_ns]
-        self.tables: dict[str, dict[int, list[int]]] = {phase: {} for phase in PHASES}
+    def __init__(self, tables: dict[str, dict[int, list[int]]] | None = None) -> None:
+        #: phase -> api_key -> [count per bucket..., sum_ns] (RequestCounts' tables)
+        self.tables: dict[str, dict[int, list[int]]] = tables or {phase: {} for phase in PHASES}
 
     def collect(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(
@@ -65,10 +55,10 @@ class LatencyHistograms:
         for phase, table in self.tables.items():
             for key, counts in sorted(table.items()):
                 cumulative, buckets = 0, []
-                for bound, count in zip(bounds, counts[:_SUM], strict=True):
+                for bound, count in zip(bounds, counts[:LATENCY_SUM], strict=True):
                     cumulative += count
                     buckets.append((bound, cumulative))
-                family.add_metric([api_name(key), phase], buckets, counts[_SUM] / 1e9)
+                family.add_metric([api_name(key), phase], buckets, counts[LATENCY_SUM] / 1e9)
         return family
 
 
@@ -88,11 +78,15 @@ class DecisionCounts(dict):
 class HotCounters(Collector):
     """Per-API request/response counts and per-decision counts, exported at scrape time."""
 
-    def __init__(self) -> None:
-        self.by_api: dict[int, list[int]] = {}
+    def __init__(self, counts: RequestCounts | None = None) -> None:
+        counts = counts or RequestCounts()
+        #: api_key -> [requests, request bytes, upstream answers, proxy answers]
+        self.by_api = counts.by_api
         #: (api_key, operation, resource_type, decision, enforced) -> count
         self.decisions = DecisionCounts()
-        self.latency = LatencyHistograms()
+        self.latency = LatencyHistograms(
+            {"request": counts.request_latency, "response": counts.response_latency}
+        )
 
     def api(self, api_key: int) -> list[int]:
         counts = self.by_api.get(api_key)
@@ -323,20 +317,17 @@ class JwksMetrics:
         )
 
 
-class ProxyMetrics:
-    """All metrics of one proxy instance, in their own registry (tests run several proxies)."""
+class ProxyMetrics(RequestCounts):
+    """All metrics of one proxy instance, in their own registry (tests run several proxies).
+    The counts of every request (the SessionObserver's request and response, and the
+    latency steps) are RequestCounts' (proxy/ops/hotcounts.py), compiled with the hot path."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
+        super().__init__()
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.hot = HotCounters()
+        self.hot = HotCounters(self)
         r.register(self.hot)
-        #: the API keys of the requests / broker answers handled in the read being timed
-        #: (proxy/listen/connection.py: begin_step, then requests_done / responses_done)
-        self.step_requests: list[int] = []
-        self.step_responses: list[int] = []
-        self._request_latency = self.hot.latency.tables["request"]
-        self._response_latency = self.hot.latency.tables["response"]
         self.connections_active = Gauge(
             "aclgate_connections_active", "Client connections open now", ["listener"], registry=r
         )
@@ -416,54 +407,7 @@ class ProxyMetrics:
             registry=r,
         )
 
-    # SessionObserver
-    def request(self, header: RequestHeader, size: int) -> None:
-        counts = self.hot.by_api.get(header.api_key) or self.hot.api(header.api_key)
-        counts[REQUESTS] += 1
-        counts[REQUEST_BYTES] += size
-        self.step_requests.append(header.api_key)
-
-    def response(self, api_key: int, size: int, local: bool) -> None:
-        counts = self.hot.by_api.get(api_key) or self.hot.api(api_key)
-        if local:
-            counts[LOCAL_RESPONSES] += 1
-        else:
-            counts[UPSTREAM_RESPONSES] += 1
-            self.step_responses.append(api_key)
-
-    # Latency: the IO layer times each read it hands to a session (proxy/listen/connection.py):
-    #     started = metrics.begin_step(metrics.step_requests)
-    #     session.client_data(data)
-    #     metrics.requests_done(started)
-    # Requests or answers handled outside a timed read (resumed after an effect) are cleared by
-    # the next begin_step. Inlined: this runs for every read of every connection.
-    def begin_step(self, keys: list[int]) -> int:
-        """Start timing a read; `keys` is step_requests or step_responses."""
-        keys.clear()
-        return perf_counter_ns()
-
-    def requests_done(self, started: int) -> None:
-        ns = perf_counter_ns() - started
-        keys = self.step_requests
-        if keys:
-            bucket = bisect_left(LATENCY_BOUNDS_NS, ns)
-            table = self._request_latency
-            for key in keys:
-                counts = table.get(key) or new_latency_row(table, key)
-                counts[bucket] += 1
-                counts[_SUM] += ns
-
-    def responses_done(self, started: int) -> None:
-        ns = perf_counter_ns() - started
-        keys = self.step_responses
-        if keys:
-            bucket = bisect_left(LATENCY_BOUNDS_NS, ns)
-            table = self._response_latency
-            for key in keys:
-                counts = table.get(key) or new_latency_row(table, key)
-                counts[bucket] += 1
-                counts[_SUM] += ns
-
+    # SessionObserver (request and response: RequestCounts)
     def refused(self, api_key: int) -> None:
         self.unknown_api_keys.labels(api_key_label(api_key)).inc()
 

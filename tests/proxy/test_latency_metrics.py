@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
+from bisect import bisect_left
 from pathlib import Path
 
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
+from aclgate.proxy.ops.hotcounts import LATENCY_SUM, observe
 from aclgate.proxy.ops.metrics import LATENCY_BOUNDS_NS, LATENCY_METRIC, PHASES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -72,3 +74,16 @@ def test_documented_names_buckets_and_dashboard():
             for e in exprs for m in re.findall(r"aclgate_[a-z_]+", e)}  # fmt: skip
     assert used <= documented, used - documented
     assert LATENCY_METRIC in used
+
+
+def test_a_time_falls_in_the_bucket_prometheus_expects():
+    """RequestCounts' own bucket search (a loop, compiled) agrees with bisect_left: a time
+    equal to a bound counts under it (`le`), one a nanosecond over counts in the next."""
+    times = [0, 1, 10**12] + [t + d for t in LATENCY_BOUNDS_NS for d in (-1, 0, 1)]
+    for ns in times:
+        table: dict[int, list[int]] = {}
+        observe(table, [7, 7, 9], ns)
+        assert table[7][bisect_left(LATENCY_BOUNDS_NS, ns)] == 2, ns
+        assert sum(table[7][:LATENCY_SUM]) == 2 and table[7][LATENCY_SUM] == 2 * ns
+        assert table[9][bisect_left(LATENCY_BOUNDS_NS, ns)] == 1
+        assert len(table[9]) == len(LATENCY_BOUNDS_NS) + 2  # +Inf, then the sum
