@@ -14,7 +14,7 @@ import dataclasses
 import io
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
@@ -27,7 +27,7 @@ from kio.serial.readers import (
 from kio.serial.writers import Writer, compact_array_writer, legacy_array_writer
 from kio.static.primitive import i32
 
-from aclgate.protocol.answerwalk import SCHEMAS, AnswerWalk, no_tagged_fields, tail_offset
+from aclgate.protocol.answerwalk import SCHEMAS, AnswerWalk, no_node_endpoints, tail_offset
 from aclgate.protocol.codec import (
     DECODE_ERRORS,
     MalformedResponse,
@@ -363,6 +363,10 @@ def encode_endpoints(endpoints: Sequence[Broker], api_key: int, api_version: int
     return out.getvalue()
 
 
+#: tag 0's payload when it holds no endpoints: a compact array of length 0 (tansu sends it)
+EMPTY_ENDPOINTS: Final = b"\x01"
+
+
 def rewrite_tagged_fields(
     section: Bytes,
     api_key: int,
@@ -380,8 +384,8 @@ def rewrite_tagged_fields(
     if len(section) == 1 and section[0] == 0:  # no tagged field: the common case
         return section
     entries = tagged_entries(section)
-    if not any(tag == 0 for tag, _ in entries):
-        return section
+    if not any(tag == 0 and bytes(data) != EMPTY_ENDPOINTS for tag, data in entries):
+        return section  # no endpoints to advertise, or an empty list of them
     out: list[TaggedField] = []
     endpoints: tuple[Broker, ...] = ()
     for tag, data in entries:
@@ -414,7 +418,7 @@ def rewrite_node_endpoints(
     FENCED_LEADER_EPOCH, so the common case returns the frame untouched.
     """
     start = tail_offset(SCHEMAS[api_key, api_version], frame)
-    if no_tagged_fields(frame, start):  # the common case
+    if no_node_endpoints(frame, start):  # the common case
         return frame
     section = memoryview(frame)[start:]
     new = rewrite_tagged_fields(section, api_key, api_version, directory, keep_length=False)

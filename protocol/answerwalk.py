@@ -359,7 +359,18 @@ def tail_offset(ops: tuple[Op, ...], frame: bytes | memoryview) -> int:
     return pos
 
 
-def no_tagged_fields(frame: bytes | memoryview, start: int) -> bool:
-    """Whether the tagged fields at `start` (tail_offset) are an empty section closing the
-    frame: the answer carries no endpoints, the common case."""
-    return start == len(frame) - 1 and frame[start] == 0
+def no_node_endpoints(frame: bytes | memoryview, start: int) -> bool:
+    """Whether the top-level tagged fields at `start` (tail_offset), which close the frame,
+    carry no KIP-951 node endpoints, the common case: no field at all (one zero byte, what
+    Kafka writes) or only tag 0 with an empty array (count 1, tag 0, size 1, array length + 1
+    = 1: what tansu writes)."""
+    left = len(frame) - start
+    if left == 1:
+        return frame[start] == 0
+    return (
+        left == 4
+        and frame[start] == 1
+        and frame[start + 1] == 0
+        and frame[start + 2] == 1
+        and frame[start + 3] == 1
+    )

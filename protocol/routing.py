@@ -22,7 +22,7 @@ from aclgate.protocol.addresses import (
     rewrite_metadata,
     rewrite_node_endpoints,
 )
-from aclgate.protocol.answerwalk import SCHEMAS, no_tagged_fields, tail_offset
+from aclgate.protocol.answerwalk import SCHEMAS, no_node_endpoints, tail_offset
 from aclgate.protocol.apiversions import trim_api_versions
 from aclgate.protocol.effects import DroppedApiKeys
 from aclgate.protocol.framing import Frame
@@ -104,8 +104,8 @@ class _NodeEndpoints:
 
     def __call__(self, session: ProxySession, slot: Slot, frame: Frame) -> bytes | memoryview:
         # the common case decided here, compiled; addresses.py (interpreted) only when the
-        # answer does carry tagged fields (it walks the answer again: a leader change is rare)
-        if no_tagged_fields(frame, tail_offset(SCHEMAS[slot.api_key, slot.api_version], frame)):
+        # answer does carry endpoints (it walks the answer again: a leader change is rare)
+        if no_node_endpoints(frame, tail_offset(SCHEMAS[slot.api_key, slot.api_version], frame)):
             return frame
         return rewrite_node_endpoints(frame, slot.api_key, slot.api_version, session.config.brokers)
 

@@ -15,7 +15,9 @@ from aclgate.protocol.addresses import (
     rewrite_find_coordinator,
     rewrite_metadata,
     rewrite_node_endpoints,
+    rewrite_tagged_fields,
 )
+from aclgate.protocol.answerwalk import SCHEMAS, no_node_endpoints, tail_offset
 from aclgate.protocol.apiversions import trim_api_versions, unsupported_version_response
 from aclgate.protocol.codec import MalformedResponse, decode_response, encode_response
 from aclgate.protocol.versions import response_class
@@ -241,3 +243,29 @@ def test_kip951_node_endpoints_rewritten_and_common_case_untouched():
         assert [(e.node_id, e.host, e.port) for e in out.node_endpoints] == [
             (2, "proxy.example", 19002)
         ]
+
+
+def test_kip951_an_empty_endpoints_field_is_the_common_case_too():
+    """tansu writes tag 0 with an empty array where Kafka writes no tag: nothing to advertise
+    either way, so the answer goes on untouched, decided where it is compiled
+    (answerwalk.no_node_endpoints) without decoding the tagged fields."""
+    d = Directory({2: 19002})
+    for key, version in ((0, 10), (0, 13), (1, 16), (1, 18)):
+        plain = encode_response(3, _defaults(response_class(key, version)))
+        assert plain.endswith(b"\x00")
+        payload = plain[4:-1] + b"\x01\x00\x01\x01"  # count 1, tag 0, size 1, empty array
+        frame = struct.pack(">i", len(payload)) + payload
+        assert decode_response(frame, key, version).node_endpoints == ()
+        start = tail_offset(SCHEMAS[key, version], frame)
+        assert start == len(frame) - 4
+        assert no_node_endpoints(frame, start) and no_node_endpoints(plain, len(plain) - 1)
+        assert rewrite_node_endpoints(frame, key, version, d) is frame
+        section = memoryview(frame)[start:]
+        for keep_length in (True, False):
+            assert rewrite_tagged_fields(section, key, version, d, keep_length) is section
+        m = mod(key, version)
+        one = _defaults(m.NodeEndpoint, node_id=i32(2), host="10.0.0.2", port=i32(9092), rack=None)
+        carrying = encode_response(
+            3, _defaults(response_class(key, version), node_endpoints=(one,))
+        )
+        assert not no_node_endpoints(carrying, tail_offset(SCHEMAS[key, version], carrying))
