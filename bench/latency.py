@@ -206,9 +206,11 @@ def build_requests(topic: str, topic_id: Any = None) -> dict[str, bytes]:
         ),
     )
     fm = fetch_req
+    # min_bytes 1: tansu answers min_bytes 0 with no partition at all, records or not (Kafka
+    # answers with what it has); the records are there (`seed_records`), so nobody waits
     fetch = fm.FetchRequest(
-        max_wait=i32Timedelta.parse(timedelta(0)),
-        min_bytes=i32(0),
+        max_wait=i32Timedelta.parse(FETCH_MAX_WAIT),
+        min_bytes=i32(1),
         topics=(
             fm.FetchTopic(
                 topic_id=topic_id,
@@ -227,6 +229,20 @@ def build_requests(topic: str, topic_id: Any = None) -> dict[str, bytes]:
         "produce_v11": encode_request(0, produce11),
         "fetch_v17": encode_request(0, fetch),
     }
+
+
+#: a Fetch's max_wait: never reached, the partition has records before the first one
+FETCH_MAX_WAIT = timedelta(milliseconds=500)
+
+
+def seed_records(address: str, templates: dict[str, bytes], count: int = 10) -> None:
+    """Produce a few records straight to the broker before any Fetch is measured, so every
+    Fetch (from offset 0) is answered at once, with records."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        for _ in range(count):
+            sock.sendall(templates["produce"])
+            check_response("produce", _recv_frame(sock))
 
 
 def topic_id_of(address: str, topic: str) -> Any:
@@ -249,6 +265,8 @@ def check_response(kind: str, frame: bytes) -> None:
     elif kind == "fetch_v17":
         body = decode_response(frame, fetch_resp.FetchResponse)
         codes = [body.error_code] + [p.error_code for t in body.responses for p in t.partitions]
+        if not any(p.records for t in body.responses for p in t.partitions):
+            raise RuntimeError("fetch_v17 request answered without records")
     else:
         cls = produce_resp if kind == "produce" else produce11_resp
         body = decode_response(frame, cls.ProduceResponse)
@@ -964,7 +982,8 @@ Recorded {data["finished"]} with `{data["command"]}`.
 {cfg["requests"]} measured requests of each type, one connection, one request in flight, at a \
 fixed rate of {cfg["rate"]:g} requests/s. Metadata v12 for one topic; Produce v9 and v11, acks=1, \
 one 100-byte record, uncompressed; Fetch v17 (sessionless, by topic id) of partition 0 from \
-offset 0, at most 1 KB, no wait. Produce v11 and Fetch v17 are the versions current clients \
+offset 0, at most 1 KB, min_bytes 1 (records are there: answered at once with about 900 bytes of \
+records). Produce v11 and Fetch v17 are the versions current clients \
 send, whose answers carry KIP-951 tagged fields that aclgate walks by offsets (tansu serves \
 Produce up to v11; v12's answer has the same tagged fields). Upstream: tansu {env["tansu"]} on \
 loopback. All figures in µs.
@@ -1291,6 +1310,7 @@ def main(argv: list[str] | None = None) -> int:
                 service.wait_ready()
             addresses = {"direct": broker.bootstrap} | {s.name: s.address for s in services}
             templates = build_requests(TOPIC, topic_id_of(broker.bootstrap, TOPIC))
+            seed_records(broker.bootstrap, templates)
             pids = {s.name: s.process.pid for s in services if s.process is not None}
             if broker.process is not None:
                 pids["direct"] = broker.process.pid  # tansu's own CPU, for scale
