@@ -11,7 +11,7 @@ it. One client connection per path and round (asyncio + uvloop, bare Protocol) s
 pre-encoded requests at a fixed rate, one request at a time: Metadata v12 for one topic,
 Produce v9 (acks=1, one record with a 100-byte value, uncompressed RecordBatch v2), and the
 versions current clients send: Produce v11 (the same record) and Fetch v17 (by topic id,
-sessionless, at most 1 KB from offset 0), whose answers carry KIP-951 tagged fields. Latency is
+sessionless, from offset 0 of a topic of ten records), whose answers carry KIP-951 tagged fields. Latency is
 taken from the *scheduled* send time whenever the previous response made the request late, so a
 slow response is not hidden by the sends it delayed (coordinated omission); when the client's
 own timer wakes it late, from the actual send time instead. Each round measures every path
@@ -74,6 +74,10 @@ from bench.recording import commit_worktree
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPIC = "bench"
+#: the topic Fetch v17 reads: ten records, never written again. tansu ignores a Fetch's
+#: partition_max_bytes and answers with the whole log from the offset, so a topic the Produce
+#: requests keep growing would make every Fetch answer larger than the last.
+FETCH_TOPIC = "bench-fetch"
 VALUE_BYTES = 100
 PERCENTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
 #: the request types, in the order each round measures them: today's rows, then the versions
@@ -236,8 +240,9 @@ FETCH_MAX_WAIT = timedelta(milliseconds=500)
 
 
 def seed_records(address: str, templates: dict[str, bytes], count: int = 10) -> None:
-    """Produce a few records straight to the broker before any Fetch is measured, so every
-    Fetch (from offset 0) is answered at once, with records."""
+    """Produce `count` records (templates' Produce v9) straight to the broker before any
+    Fetch is measured, so every Fetch of FETCH_TOPIC from offset 0 is answered at once, with
+    the same records (about 1.8 KB)."""
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         for _ in range(count):
@@ -570,10 +575,10 @@ def aclgate_serve_help() -> str:
         return ""
 
 
-def write_acl_file(path: Path, topic: str) -> None:
+def write_acl_file(path: Path, topics: tuple[str, ...] = (TOPIC, FETCH_TOPIC)) -> None:
     """Allow User:ANONYMOUS exactly what the benchmark requests need."""
 
-    def acl(operation: str) -> dict[str, str]:
+    def acl(operation: str, topic: str) -> dict[str, str]:
         return {
             "resource_type": "TOPIC",
             "resource_name": topic,
@@ -584,7 +589,7 @@ def write_acl_file(path: Path, topic: str) -> None:
             "permission_type": "ALLOW",
         }
 
-    acls = [acl("DESCRIBE"), acl("WRITE"), acl("READ")]
+    acls = [acl(op, topic) for topic in topics for op in ("DESCRIBE", "WRITE", "READ")]
     path.write_text(json.dumps({"version": 1, "acls": acls}, indent=1))
 
 
@@ -982,8 +987,8 @@ Recorded {data["finished"]} with `{data["command"]}`.
 {cfg["requests"]} measured requests of each type, one connection, one request in flight, at a \
 fixed rate of {cfg["rate"]:g} requests/s. Metadata v12 for one topic; Produce v9 and v11, acks=1, \
 one 100-byte record, uncompressed; Fetch v17 (sessionless, by topic id) of partition 0 from \
-offset 0, at most 1 KB, min_bytes 1 (records are there: answered at once with about 900 bytes of \
-records). Produce v11 and Fetch v17 are the versions current clients \
+offset 0 of a topic of ten records, min_bytes 1 (answered at once with about 1.8 KB of records: \
+tansu ignores partition_max_bytes). Produce v11 and Fetch v17 are the versions current clients \
 send, whose answers carry KIP-951 tagged fields that aclgate walks by offsets (tansu serves \
 Produce up to v11; v12's answer has the same tagged fields). Upstream: tansu {env["tansu"]} on \
 loopback. All figures in µs.
@@ -1231,6 +1236,7 @@ def main(argv: list[str] | None = None) -> int:
     with TansuBroker(log_path=work / "tansu.log") as broker:
         try:
             create_topic(broker.bootstrap, TOPIC)
+            create_topic(broker.bootstrap, FETCH_TOPIC)
             py = sys.executable
             relay_port = free_port()
             services.append(
@@ -1286,7 +1292,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             if with_acls:
                 acl_file = work / "acls.json"
-                write_acl_file(acl_file, TOPIC)
+                write_acl_file(acl_file)
                 port = free_port()
                 services.append(
                     Service(
@@ -1309,8 +1315,8 @@ def main(argv: list[str] | None = None) -> int:
             for service in services:
                 service.wait_ready()
             addresses = {"direct": broker.bootstrap} | {s.name: s.address for s in services}
-            templates = build_requests(TOPIC, topic_id_of(broker.bootstrap, TOPIC))
-            seed_records(broker.bootstrap, templates)
+            templates = build_requests(TOPIC, topic_id_of(broker.bootstrap, FETCH_TOPIC))
+            seed_records(broker.bootstrap, build_requests(FETCH_TOPIC))
             pids = {s.name: s.process.pid for s in services if s.process is not None}
             if broker.process is not None:
                 pids["direct"] = broker.process.pid  # tansu's own CPU, for scale
