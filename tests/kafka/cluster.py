@@ -244,6 +244,23 @@ def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def metadata_cluster_id(host: str, port: int, timeout: float = 2.0) -> str | None:
+    """The cluster id Metadata v2 (no topics) gives on a PLAINTEXT listener. The start-up
+    probe compares it with the id the cluster was formatted with: ports are picked free and
+    bound later by the JVM, and in between another process of the suite (another worker's
+    proxy, in front of another cluster, answers Metadata with broker 1 too) can hold one."""
+    data = _request(host, port, 3, 2, struct.pack(">i", 0), timeout)
+    (count,) = struct.unpack_from(">i", data, 0)
+    pos = 4
+    for _ in range(count):  # node_id, host, port, rack
+        (hlen,) = struct.unpack_from(">h", data, pos + 4)
+        pos += 6 + hlen + 4
+        (rlen,) = struct.unpack_from(">h", data, pos)
+        pos += 2 + max(rlen, 0)
+    (clen,) = struct.unpack_from(">h", data, pos)
+    return None if clen < 0 else data[pos + 2 : pos + 2 + clen].decode()
+
+
 def metadata_brokers(host: str, port: int, timeout: float = 2.0) -> dict[int, tuple[str, int]]:
     """Brokers listed by Metadata v1 (no topics) on a PLAINTEXT listener: {node_id: (host, port)}."""
     data = _request(host, port, 3, 1, struct.pack(">i", 0), timeout)
@@ -939,7 +956,9 @@ class KafkaCluster:
                 port = self.probe_listener.port(node_id)
                 if not api_versions_ok(self.host, port):
                     continue
-                with contextlib.suppress(OSError, struct.error):
+                with contextlib.suppress(OSError, struct.error, UnicodeDecodeError):
+                    if metadata_cluster_id(self.host, port) != self.cluster_id:
+                        continue  # not our node (yet): something else holds the port
                     if set(metadata_brokers(self.host, port)) == want:
                         pending.discard(node_id)
             if not pending:
