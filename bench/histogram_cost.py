@@ -30,7 +30,7 @@ def cases() -> dict[str, Any]:
     m.response(0, 10, False)
 
     def request_before() -> None:
-        counts = m.hot.by_api.get(header.api_key) or m.hot.api(header.api_key)
+        counts = m.hot.by_api.get(header.api_key) or m.api(header.api_key)
         counts[REQUESTS] += 1
         counts[REQUEST_BYTES] += 100
 
@@ -40,7 +40,7 @@ def cases() -> dict[str, Any]:
         m.requests_done(started)
 
     def answer_before() -> None:
-        counts = m.hot.by_api.get(0) or m.hot.api(0)
+        counts = m.hot.by_api.get(0) or m.api(0)
         counts[UPSTREAM_RESPONSES] += 1
 
     def answer_after() -> None:

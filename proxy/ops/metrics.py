@@ -88,12 +88,6 @@ class HotCounters(Collector):
             {"request": counts.request_latency, "response": counts.response_latency}
         )
 
-    def api(self, api_key: int) -> list[int]:
-        counts = self.by_api.get(api_key)
-        if counts is None:
-            counts = self.by_api[api_key] = [0, 0, 0, 0]
-        return counts
-
     def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
         requests = CounterMetricFamily(
             "aclgate_requests", "Requests received from clients", labels=["api"]
